@@ -1,0 +1,5 @@
+import sys
+
+from neuroevo.cli import main
+
+sys.exit(main())

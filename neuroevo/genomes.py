@@ -1,0 +1,197 @@
+"""Compact genomes, their decoders, and the ``Population`` that optimizers hand to evaluators.
+
+A Deep GA genome is a seed chain ``(init_seed, (seed_1, sigma_1), ..., (seed_k, sigma_k))``
+(Such et al. 2017, section 3): the parameters are the initial network named by
+``init_seed`` plus ``sigma_i * noise(seed_i)`` for each mutation in order. An ES member is
+``center + sign * sigma * noise(seed)``. Both decode from one ``NoiseTable``, so every device
+and machine rebuilds the same tensor from a few integers.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from neuroevo.errors import ConfigError
+from neuroevo.noise import NoiseTable
+
+SEED_BOUND = 1 << 32  # seeds are stored as uint32
+JSON_FORMAT = "neuroevo.seedchain/1"
+
+
+@dataclass(frozen=True)
+class SeedChain:
+    """A Deep GA genome. Hashable, so decoders can cache parents by genome."""
+
+    init_seed: int
+    mutations: tuple[tuple[int, float], ...] = ()
+
+    @property
+    def parent(self) -> SeedChain | None:
+        return SeedChain(self.init_seed, self.mutations[:-1]) if self.mutations else None
+
+    def mutate(self, seed: int, sigma: float) -> SeedChain:
+        return SeedChain(self.init_seed, (*self.mutations, (int(seed), float(sigma))))
+
+    def __len__(self) -> int:
+        return len(self.mutations)
+
+    def to_json(self, **meta) -> str:
+        """A small JSON document: seeds packed as base64 uint32, sigmas run-length encoded.
+
+        A 1,000-mutation genome takes about 5.4 KB whatever the network size.
+        """
+        seeds = np.array([s for s, _ in self.mutations], dtype="<u4")
+        runs: list[list] = []
+        for _, sigma in self.mutations:
+            if runs and runs[-1][0] == sigma:
+                runs[-1][1] += 1
+            else:
+                runs.append([sigma, 1])
+        doc = {"format": JSON_FORMAT, "init_seed": self.init_seed,
+               "seeds": base64.b64encode(seeds.tobytes()).decode("ascii"), "sigmas": runs, **meta}
+        return json.dumps(doc, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> SeedChain:
+        try:
+            doc = json.loads(text)
+            if doc.get("format") != JSON_FORMAT:
+                raise ValueError(f"format {doc.get('format')!r}")
+            seeds = np.frombuffer(base64.b64decode(doc["seeds"]), dtype="<u4").tolist()
+            sigmas = [float(s) for s, n in doc["sigmas"] for _ in range(int(n))]
+            if len(seeds) != len(sigmas):
+                raise ValueError(f"{len(seeds)} seeds but {len(sigmas)} sigmas")
+            return cls(int(doc["init_seed"]), tuple(zip(seeds, sigmas, strict=True)))
+        except (ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"not a {JSON_FORMAT} genome document ({e}); "
+                              "pass the text written by SeedChain.to_json()") from None
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """An ES member: ``center + sign * sigma * noise(seed)``; antithetic pairs share the seed."""
+
+    seed: int
+    sign: int
+
+
+class ChainDecoder:
+    """Decodes seed chains on one device, caching the genomes it decoded as parents.
+
+    Only prefixes (parents) enter the LRU cache, so a generation of N children does not evict
+    the T parents: decoding a child costs one mutation, and decoding the next generation's
+    parents costs one mutation each from this generation's cached parents. Cached and
+    uncached decodes run the same float32 operations in the same order, so they are equal
+    bit for bit.
+    """
+
+    def __init__(self, noise: NoiseTable, num_params: int, init_mean=None, init_std=1.0,
+                 cache_size: int = 64, device=None):
+        self.noise, self.num_params, self.device = noise, num_params, torch.device(device or "cpu")
+        self.init_mean = None if init_mean is None else torch.as_tensor(
+            init_mean, dtype=torch.float32).to(self.device)
+        self.init_std = torch.as_tensor(init_std, dtype=torch.float32).to(self.device)
+        self.cache_size = cache_size
+        self._cache: OrderedDict[SeedChain, torch.Tensor] = OrderedDict()
+
+    def _init(self, seed: int) -> torch.Tensor:
+        theta = self.noise.slice(seed, self.num_params, self.device) * self.init_std
+        return theta if self.init_mean is None else self.init_mean + theta
+
+    def _lookup(self, genome: SeedChain) -> torch.Tensor | None:
+        theta = self._cache.get(genome)
+        if theta is not None:
+            self._cache.move_to_end(genome)
+        return theta
+
+    def _remember(self, genome: SeedChain, theta: torch.Tensor) -> None:
+        if self.cache_size > 0:
+            self._cache[genome] = theta
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+
+    def _mutate(self, theta: torch.Tensor, mutation: tuple[int, float]) -> torch.Tensor:
+        seed, sigma = mutation
+        return theta + self.noise.slice(seed, self.num_params, self.device) * sigma
+
+    def decode(self, genome: SeedChain) -> torch.Tensor:
+        """``[D]`` float32 parameters of ``genome``; never modify the result in place."""
+        theta = self._lookup(genome)
+        if theta is not None or genome.parent is None:
+            return theta if theta is not None else self._init(genome.init_seed)
+        # Replay from the longest cached prefix up to the parent, and keep the parent:
+        # its siblings are decoded next.
+        done = len(genome) - 1
+        while done >= 0:
+            theta = self._lookup(SeedChain(genome.init_seed, genome.mutations[:done]))
+            if theta is not None:
+                break
+            done -= 1
+        if theta is None:
+            theta, done = self._init(genome.init_seed), 0
+        for mutation in genome.mutations[done:-1]:
+            theta = self._mutate(theta, mutation)
+        self._remember(genome.parent, theta)
+        return self._mutate(theta, genome.mutations[-1])
+
+    def replay(self, genome: SeedChain) -> torch.Tensor:
+        """Decode from scratch, without reading or writing the cache."""
+        theta = self._init(genome.init_seed)
+        for mutation in genome.mutations:
+            theta = self._mutate(theta, mutation)
+        return theta
+
+
+class PerturbationDecoder:
+    """Decodes ES members around a fixed centre on one device."""
+
+    def __init__(self, noise: NoiseTable, center: torch.Tensor, sigma: float, device=None):
+        self.noise, self.sigma, self.device = noise, float(sigma), torch.device(device or "cpu")
+        self.center = center.to(self.device, torch.float32)
+        self.num_params = center.numel()
+
+    def decode(self, genome: Perturbation) -> torch.Tensor:
+        eps = self.noise.slice(genome.seed, self.num_params, self.device)
+        return self.center + eps * (genome.sign * self.sigma)
+
+
+class Population(Sequence):
+    """What ``ask()`` returns: compact genomes plus the means to materialise them.
+
+    ``phase`` is ``"train"`` or ``"validate"`` (Deep GA's elite re-evaluation); with
+    ``generation`` and a member's index it names the evaluation, which is what evaluators
+    seed episodes from.
+    """
+
+    def __init__(self, genomes: Sequence, generation: int, phase: str, make_decoder):
+        self.genomes, self.generation, self.phase = list(genomes), generation, phase
+        self._make_decoder = make_decoder  # device -> decoder with .decode(genome)
+        self._decoders: dict[torch.device, object] = {}
+
+    def __len__(self) -> int:
+        return len(self.genomes)
+
+    def __getitem__(self, i):
+        return self.genomes[i]
+
+    def decoder(self, device=None):
+        device = torch.device(device or "cpu")
+        if device not in self._decoders:
+            self._decoders[device] = self._make_decoder(device)
+        return self._decoders[device]
+
+    def member_params(self, i: int, device=None) -> torch.Tensor:
+        """``[D]`` parameters of member ``i`` on ``device``; read-only (it may be cached)."""
+        return self.decoder(device).decode(self.genomes[i])
+
+    def params(self, device=None, indices=None) -> torch.Tensor:
+        """``[P, D]`` float32 parameters of the members (all, or ``indices``) on ``device``."""
+        idx = range(len(self)) if indices is None else indices
+        return torch.stack([self.member_params(i, device) for i in idx])

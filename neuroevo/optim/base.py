@@ -1,0 +1,119 @@
+"""The base class owns the generation; an algorithm writes ``_ask`` and ``_tell`` only.
+
+Every optimizer maximises. Randomness is counter-based: a generation's draws come from
+``numpy.random.default_rng([seed, generation, phase])``, so the state is a handful of
+counters and genomes, and a run resumed from ``state_dict()`` asks exactly what an
+uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import numpy as np
+import torch
+
+from neuroevo.errors import CheckpointError, StateError, check_range
+from neuroevo.genomes import Population
+from neuroevo.noise import NoiseTable, default_size
+from neuroevo.optim.shaping import NONFINITE_POLICIES, validate_fitness
+
+PHASES = ("train", "validate")
+
+
+def resolve_dims(num_params, center) -> tuple[int, torch.Tensor | None]:
+    """``(D, center)`` from ``num_params=D`` or an initial parameter tensor, checked to agree."""
+    if center is not None:
+        center = torch.as_tensor(center, dtype=torch.float32).detach().clone().reshape(-1)
+        check_range("center", tuple(center.shape), center.numel() >= 1 and
+                    bool(torch.isfinite(center).all()), "a non-empty finite parameter tensor")
+        check_range("num_params", num_params, num_params in (None, center.numel()),
+                    f"None or center.numel() = {center.numel()}")
+        return center.numel(), center
+    check_range("num_params", num_params, isinstance(num_params, int) and num_params >= 1,
+                "a positive integer (or pass an initial parameter tensor as center=)")
+    return num_params, None
+
+
+class Optimizer:
+    """Ask/tell skeleton shared by every algorithm.
+
+    Subclasses define ``name``, set ``self.state`` (a dataclass: what evolves) and implement
+    ``_ask() -> Population`` and ``_tell(pop, fitness) -> (metrics, generation_done)``.
+    """
+
+    name = "optimizer"
+
+    def __init__(self, num_params: int, population_size: int, seed: int, noise: NoiseTable | None,
+                 nonfinite: str):
+        check_range("population_size", population_size,
+                    isinstance(population_size, int) and population_size >= 1,
+                    "a positive integer")
+        check_range("seed", seed, isinstance(seed, int) and seed >= 0, "a non-negative integer")
+        check_range("nonfinite", nonfinite, nonfinite in NONFINITE_POLICIES,
+                    f"one of {NONFINITE_POLICIES}")
+        self.num_params, self.population_size, self.seed = num_params, population_size, seed
+        self.noise = noise or NoiseTable.shared(size=default_size(num_params))
+        check_range("noise table size", self.noise.size, self.noise.size >= num_params,
+                    f">= num_params ({num_params}); build a larger NoiseTable")
+        self.nonfinite = nonfinite
+        self._pending: Population | None = None
+
+    # -- what subclasses provide -------------------------------------------------------
+    def _ask(self) -> Population:
+        raise NotImplementedError
+
+    def _tell(self, pop: Population, fitness: np.ndarray) -> tuple[dict, bool]:
+        raise NotImplementedError
+
+    # -- the generation ----------------------------------------------------------------
+    def rng(self, phase: str = "train") -> np.random.Generator:
+        """This generation's random stream; the same counters always give the same draws."""
+        return np.random.default_rng([self.seed, self.state.generation, PHASES.index(phase)])
+
+    def ask(self) -> Population:
+        """The population to evaluate next; asking again before ``tell`` returns the same one."""
+        if self._pending is None:
+            self._pending = self._ask()
+        return self._pending
+
+    def tell(self, fitness) -> dict:
+        """Score the last ``ask()`` (one float per member, higher is better); return metrics."""
+        if self._pending is None:
+            raise StateError(f"{type(self).__name__}.tell() called without a pending ask(); "
+                             "call ask() first")
+        pop = self._pending
+        f = validate_fitness(fitness, len(pop), self.nonfinite)  # before any state changes
+        finite = f[np.isfinite(f)]
+        metrics = {"generation": self.state.generation, "phase": pop.phase,
+                   "episodes": len(f),
+                   "fitness_max": float(f.max()),
+                   "fitness_mean": float(finite.mean()) if finite.size else float("-inf"),
+                   "fitness_min": float(f.min())}
+        if pop.phase == "train":
+            self.state.best_fitness = max(self.state.best_fitness, metrics["fitness_max"])
+        more, done = self._tell(pop, f)
+        metrics.update(more, best_fitness=self.state.best_fitness, generation_done=done)
+        if done:
+            self.state.generation += 1
+        self._pending = None
+        return metrics
+
+    # -- checkpoints ------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Everything needed to continue bit for bit (a deep copy; tensors on the CPU)."""
+        return {"algorithm": self.name, "num_params": self.num_params,
+                "noise": self.noise.spec,
+                "state": copy.deepcopy({f.name: getattr(self.state, f.name)
+                                        for f in dataclasses.fields(self.state)})}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        for key, mine in (("algorithm", self.name), ("num_params", self.num_params),
+                          ("noise", self.noise.spec)):
+            if state_dict.get(key) != mine:
+                raise CheckpointError(f"state dict has {key}={state_dict.get(key)!r} but this "
+                                      f"optimizer has {mine!r}; build the optimizer with the "
+                                      "settings of the run that saved it")
+        self.state = type(self.state)(**copy.deepcopy(state_dict["state"]))
+        self._pending = None

@@ -1,0 +1,157 @@
+"""Deep GA: Such et al. 2017, "Deep Neuroevolution: Genetic Algorithms Are a Competitive
+Alternative for Training Deep Neural Networks for Reinforcement Learning" (arXiv 1712.06567).
+
+Each generation: the top ``truncation`` members become parents; ``population_size - 1``
+children are ``parent + sigma * noise`` of uniformly chosen parents; the elite is carried
+*unmodified* as member 0 (as the paper describes; the authors' 2018 GPU code did not do
+this). To choose the elite, the top ``elite_candidates`` members are re-evaluated on
+``validation_episodes`` more episodes: the next ``ask()`` after a training ``tell()``
+returns that validation population (each candidate repeated, members adjacent), and the
+candidate with the best mean over those episodes becomes the elite. The single training
+episode is left out of the mean because it is what selected the candidates (it is biased
+upwards). Setting either option to 0 skips the phase: the best single episode is the elite.
+
+>>> ga = GA(num_params=3, population_size=8, truncation=2, elite_candidates=0, seed=1)
+>>> pop = ga.ask(); len(pop), pop.params().shape
+(8, torch.Size([8, 3]))
+>>> ga.tell([float(p.sum()) for p in pop.params()])["generation_done"]
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from neuroevo.errors import check_range
+from neuroevo.genomes import SEED_BOUND, ChainDecoder, Population, SeedChain
+from neuroevo.noise import NoiseTable
+from neuroevo.optim.base import Optimizer, resolve_dims
+from neuroevo.optim.schedules import as_schedule
+from neuroevo.optim.shaping import top_k
+
+
+@dataclass
+class GAState:
+    generation: int = 0
+    phase: str = "train"
+    parents: tuple[SeedChain, ...] = ()
+    candidates: tuple[SeedChain, ...] = ()
+    elite: SeedChain | None = None
+    elite_score: float = float("-inf")
+    best_fitness: float = float("-inf")
+    history: list = field(default_factory=list)  # elite score per generation
+
+
+class GA(Optimizer):
+    """Deep GA over seed-chain genomes (``SeedChain``); maximises fitness.
+
+    Args:
+        num_params: D, the length of a parameter vector (or give ``center``).
+        center: mean of the random initial networks (default zeros).
+        init_std: std of the random initial networks, a float or a ``[D]`` tensor (a policy
+            gives its per-layer fan-in scaled stds here).
+        population_size: N members per generation, elite included (paper: 1000).
+        truncation: T parents, the top T of each generation (paper: 20).
+        sigma: mutation power, a float or a schedule from ``neuroevo.optim.schedules``
+            (paper: 0.002).
+        elite_candidates, validation_episodes: the elite re-evaluation (paper: 10, 30).
+        seed: the run's seed; the same seed gives the same genomes.
+        noise: the shared ``NoiseTable`` (default: a table sized for D).
+        nonfinite: ``"raise"`` on NaN/+inf fitness, or ``"worst"`` to score them -inf.
+        cache_size: decoded parents kept per device (default 2T + 2).
+    """
+
+    name = "ga"
+
+    def __init__(self, num_params: int | None = None, *, center=None, init_std=1.0,
+                 population_size: int = 1000, truncation: int = 20, sigma=0.002,
+                 elite_candidates: int = 10, validation_episodes: int = 30, seed: int = 0,
+                 noise: NoiseTable | None = None, nonfinite: str = "raise",
+                 cache_size: int | None = None):
+        num_params, self.center = resolve_dims(num_params, center)
+        super().__init__(num_params, population_size, seed, noise, nonfinite)
+        self.init_std = torch.as_tensor(init_std, dtype=torch.float32)
+        check_range("init_std", init_std, self.init_std.numel() in (1, num_params) and
+                    bool((self.init_std >= 0).all()) and bool(torch.isfinite(self.init_std).all()),
+                    f"a float >= 0 or a [{num_params}] tensor of them")
+        self._check_selection(population_size, truncation)
+        check_range("elite_candidates", elite_candidates,
+                    isinstance(elite_candidates, int) and 0 <= elite_candidates <= population_size,
+                    f"an integer in [0, population_size={population_size}]")
+        check_range("validation_episodes", validation_episodes,
+                    isinstance(validation_episodes, int) and validation_episodes >= 0,
+                    "an integer >= 0")
+        self.truncation, self.sigma = truncation, as_schedule(sigma)
+        validating = elite_candidates > 0 and validation_episodes > 0
+        self.elite_candidates = elite_candidates if validating else 0
+        self.validation_episodes = validation_episodes if validating else 0
+        self.cache_size = 2 * truncation + 2 if cache_size is None else cache_size
+        self.state = GAState()
+        self._decoders: dict[torch.device, ChainDecoder] = {}
+
+    def _check_selection(self, population_size: int, truncation: int) -> None:
+        check_range("population_size", population_size, population_size >= 2,
+                    ">= 2 (the elite plus at least one child)")
+        check_range("truncation", truncation,
+                    isinstance(truncation, int) and 1 <= truncation <= population_size,
+                    f"an integer in [1, population_size={population_size}]")
+
+    def decoder(self, device=None) -> ChainDecoder:
+        """The per-device decoder; it lives across generations so parents stay cached."""
+        device = torch.device(device or "cpu")
+        if device not in self._decoders:
+            self._decoders[device] = ChainDecoder(self.noise, self.num_params, self.center,
+                                                  self.init_std, self.cache_size, device)
+        return self._decoders[device]
+
+    @property
+    def elite(self) -> SeedChain | None:
+        return self.state.elite
+
+    def _fresh(self, rng: np.random.Generator, n: int) -> list[SeedChain]:
+        return [SeedChain(int(s)) for s in rng.integers(0, SEED_BOUND, n)]
+
+    def _offspring(self, rng: np.random.Generator) -> list[SeedChain]:
+        s = self.state
+        if not s.parents:
+            return self._fresh(rng, self.population_size)
+        n = self.population_size - 1
+        which = rng.integers(0, len(s.parents), n)
+        seeds = rng.integers(0, SEED_BOUND, n)
+        sigma = self.sigma(s.generation)
+        children = [s.parents[p].mutate(int(k), sigma) for p, k in zip(which, seeds, strict=True)]
+        return [s.elite, *children]
+
+    def _ask(self) -> Population:
+        s = self.state
+        if s.phase == "validate":
+            genomes = [c for c in s.candidates for _ in range(self.validation_episodes)]
+        else:
+            genomes = self._offspring(self.rng("train"))
+        return Population(genomes, s.generation, s.phase, self.decoder)
+
+    def _accept_elite(self, genome: SeedChain, score: float) -> None:
+        self.state.elite, self.state.elite_score = genome, score
+
+    def _tell(self, pop: Population, fitness: np.ndarray) -> tuple[dict, bool]:
+        s = self.state
+        if s.phase == "validate":
+            means = fitness.reshape(len(s.candidates), self.validation_episodes).mean(axis=1)
+            j = int(top_k(means, 1)[0])
+            self._accept_elite(s.candidates[j], float(means[j]))
+            s.phase, s.candidates = "train", ()
+            s.history.append(s.elite_score)
+            return {"elite_score": s.elite_score, "candidate_means": means.tolist()}, True
+        order = top_k(fitness, max(self.truncation, self.elite_candidates, 1))
+        s.parents = tuple(pop[i] for i in order[: self.truncation])
+        metrics = {"sigma": self.sigma(s.generation)}
+        if self.elite_candidates:
+            s.candidates = tuple(pop[i] for i in order[: self.elite_candidates])
+            s.phase = "validate"
+            return metrics, False
+        self._accept_elite(pop[order[0]], float(fitness[order[0]]))
+        s.history.append(s.elite_score)
+        return {**metrics, "elite_score": s.elite_score}, True

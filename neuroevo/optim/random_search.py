@@ -1,0 +1,45 @@
+"""Random search as in Such et al. 2017: the Deep GA with no selection.
+
+Every member of every generation is a fresh random initialisation (a ``SeedChain`` with no
+mutations). The elite re-evaluation is the GA's, so RS and GA report comparable scores;
+the reported elite is the best validated network found in any generation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neuroevo.genomes import SeedChain
+from neuroevo.noise import NoiseTable
+from neuroevo.optim.ga import GA
+
+
+class RandomSearch(GA):
+    """Random initialisations only; ``elite`` is the best one found so far."""
+
+    name = "rs"
+
+    def __init__(self, num_params: int | None = None, *, center=None, init_std=1.0,
+                 population_size: int = 1000, elite_candidates: int = 10,
+                 validation_episodes: int = 30, seed: int = 0, noise: NoiseTable | None = None,
+                 nonfinite: str = "raise"):
+        super().__init__(num_params, center=center, init_std=init_std,
+                         population_size=population_size, truncation=1, sigma=1.0,
+                         elite_candidates=elite_candidates,
+                         validation_episodes=validation_episodes, seed=seed, noise=noise,
+                         nonfinite=nonfinite, cache_size=0)
+
+    def _check_selection(self, population_size: int, truncation: int) -> None:
+        pass  # no selection: any population size >= 1 works
+
+    def _offspring(self, rng: np.random.Generator) -> list[SeedChain]:
+        return self._fresh(rng, self.population_size)
+
+    def _accept_elite(self, genome: SeedChain, score: float) -> None:
+        if self.state.elite is None or score > self.state.elite_score:
+            super()._accept_elite(genome, score)
+
+    def _tell(self, pop, fitness):
+        metrics, done = super()._tell(pop, fitness)
+        metrics.pop("sigma", None)  # RS draws fresh networks; there is no mutation power
+        return metrics, done
