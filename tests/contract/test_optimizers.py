@@ -1,0 +1,166 @@
+"""The contract every registered optimizer keeps, whatever its algorithm."""
+
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from neuroevo import GA, OPTIMIZERS, NoiseTable, OpenAIES, Population, RandomSearch
+from neuroevo.errors import CheckpointError, ConfigError, StateError
+from neuroevo.optim.schedules import Exponential, Linear
+
+D = 64
+SMALL = {"ga": dict(population_size=10, truncation=3, elite_candidates=2, validation_episodes=2),
+         "rs": dict(population_size=6, elite_candidates=2, validation_episodes=2),
+         "es": dict(population_size=10)}
+
+
+def make(name, **kw):
+    return OPTIMIZERS[name](D, seed=4, noise=NoiseTable.shared(7, 1 << 16), **{**SMALL[name], **kw})
+
+
+def fitness_for(pop, step):
+    """A deterministic, member-dependent fitness (no ties), like an episode return."""
+    p = pop.params()
+    return (-(p - 0.3).pow(2).sum(1) + 1e-3 * step).tolist()
+
+
+def drive(opt, tells, start=0):
+    """Asks (genomes, params) and metrics of ``tells`` ask/tell rounds."""
+    out = []
+    for step in range(start, start + tells):
+        pop = opt.ask()
+        params = pop.params()
+        out.append((list(pop.genomes), params, opt.tell(fitness_for(pop, step))))
+    return out
+
+
+def assert_same(a, b):
+    assert len(a) == len(b)
+    for (ga, pa, ma), (gb, pb, mb) in zip(a, b, strict=True):
+        assert ga == gb and torch.equal(pa, pb) and ma == mb
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_ask_returns_a_population_of_compact_genomes(name):
+    opt = make(name)
+    pop = opt.ask()
+    assert isinstance(pop, Population) and len(pop) == SMALL[name]["population_size"]
+    assert pop.params().shape == (len(pop), D) and pop.params().dtype == torch.float32
+    assert opt.ask() is pop  # asking again before tell returns the pending population
+    metrics = opt.tell(fitness_for(pop, 0))
+    for key in ("generation", "phase", "fitness_max", "fitness_mean", "best_fitness"):
+        assert key in metrics
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("stop_after", [1, 2, 5])
+def test_state_dict_round_trip_mid_run_gives_identical_asks(name, stop_after):
+    straight = make(name)
+    drive(straight, stop_after)
+    buffer = io.BytesIO()
+    torch.save(straight.state_dict(), buffer)  # a checkpoint goes through a file
+    expected = drive(straight, 6, start=stop_after)
+
+    resumed = make(name)
+    buffer.seek(0)
+    resumed.load_state_dict(torch.load(buffer, weights_only=False))
+    assert_same(drive(resumed, 6, start=stop_after), expected)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_same_seed_same_run(name):
+    assert_same(drive(make(name), 5), drive(make(name), 5))
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_bad_fitness_is_rejected_without_touching_state(name):
+    opt = make(name)
+    pop = opt.ask()
+    before = opt.state_dict()
+    f = fitness_for(pop, 0)
+    with pytest.raises(ValueError, match=r"fitness must have one value per population member"):
+        opt.tell(f[:-1])
+    f[1] = float("nan")
+    with pytest.raises(ValueError, match=r"fitness must be finite or -inf, got nan at member 1"):
+        opt.tell(f)
+    after = opt.state_dict()
+    assert str(before) == str(after)
+    assert opt.ask() is pop  # still pending: the caller can fix the fitness and tell again
+    opt.tell(fitness_for(pop, 0))
+    with pytest.raises(StateError, match=r"tell\(\) called without a pending ask\(\)"):
+        opt.tell(fitness_for(pop, 0))
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_nonfinite_worst_scores_them_last(name):
+    opt = make(name, nonfinite="worst")
+    pop = opt.ask()
+    f = fitness_for(pop, 0)
+    f[0], f[1] = float("nan"), float("inf")
+    m = opt.tell(f)
+    assert np.isfinite(m["fitness_max"]) and m["fitness_min"] == float("-inf")
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_state_dict_of_another_run_is_refused(name):
+    other = OPTIMIZERS[name](D + 1, seed=4, noise=NoiseTable.shared(7, 1 << 16), **SMALL[name])
+    with pytest.raises(CheckpointError, match="state dict has num_params=65 but this optimizer"):
+        make(name).load_state_dict(other.state_dict())
+    alien = "es" if name != "es" else "ga"
+    with pytest.raises(CheckpointError, match=f"state dict has algorithm='{alien}'"):
+        make(name).load_state_dict(make(alien).state_dict())
+
+
+NOISE = NoiseTable.shared(7, 1 << 16)
+BAD = [
+    (GA, dict(num_params=4, truncation=0), r"truncation must be an integer in \[1, population_size=1000\], got 0"),
+    (GA, dict(num_params=4, population_size=10, truncation=11), r"truncation must be .*\[1, population_size=10\], got 11"),
+    (GA, dict(num_params=4, population_size=0), r"population_size must be a positive integer, got 0"),
+    (GA, dict(num_params=4, population_size=1), r"population_size must be >= 2 \(the elite plus"),
+    (GA, dict(num_params=4, sigma=0.0), r"sigma must be > 0, got 0.0"),
+    (GA, dict(num_params=4, sigma=-1), r"sigma must be > 0, got -1"),
+    (GA, dict(num_params=4, sigma="big"), r"sigma must be a positive number or a schedule"),
+    (GA, dict(num_params=4, elite_candidates=1001), r"elite_candidates must be an integer in \[0, population_size=1000\]"),
+    (GA, dict(num_params=4, validation_episodes=-1), r"validation_episodes must be an integer >= 0, got -1"),
+    (GA, dict(num_params=4, init_std=-1.0), r"init_std must be a float >= 0 or a \[4\] tensor"),
+    (GA, dict(num_params=4, init_std=torch.ones(3)), r"init_std must be"),
+    (GA, dict(num_params=0), r"num_params must be a positive integer"),
+    (GA, dict(num_params=3, center=torch.zeros(4)), r"num_params must be None or center.numel\(\) = 4, got 3"),
+    (GA, dict(center=torch.tensor([0.0, float("nan")])), r"center must be a non-empty finite parameter tensor"),
+    (GA, dict(num_params=4, seed=-1), r"seed must be a non-negative integer, got -1"),
+    (GA, dict(num_params=4, nonfinite="ignore"), r"nonfinite must be one of \('raise', 'worst'\)"),
+    (GA, dict(num_params=100_000, noise=NoiseTable.shared(7, 1 << 16)), r"noise table size must be >= num_params \(100000\)"),
+    (RandomSearch, dict(num_params=4, population_size=0), r"population_size must be a positive integer"),
+    (OpenAIES, dict(num_params=4, population_size=3), r"population_size must be an even number"),
+    (OpenAIES, dict(num_params=4, sigma=0), r"sigma must be > 0, got 0"),
+    (OpenAIES, dict(num_params=4, lr=-0.1), r"lr must be > 0, got -0.1"),
+    (OpenAIES, dict(num_params=4, l2=-1), r"l2 must be >= 0, got -1"),
+    (OpenAIES, dict(num_params=4, beta2=1.0), r"beta2 must be in \[0, 1\), got 1.0"),
+    (OpenAIES, dict(num_params=4, shaping="zscore"), r"shaping must be one of \('centered_ranks', 'none'\), got 'zscore'"),
+]
+
+
+@pytest.mark.parametrize("cls, kwargs, message", BAD)
+def test_bad_hyperparameters_name_the_parameter_and_range(cls, kwargs, message):
+    kwargs.setdefault("noise", NOISE)
+    with pytest.raises(ConfigError, match=message):
+        cls(**kwargs)
+    assert issubclass(ConfigError, ValueError)
+
+
+@pytest.mark.parametrize("make_schedule, message", [
+    (lambda: Exponential(0.1, 2.0), r"sigma decay must be in \(0, 1\], got 2.0"),
+    (lambda: Exponential(0.1, 0.9, minimum=0.5), r"sigma minimum must be in \[0, initial\]"),
+    (lambda: Linear(0.1, 0.0, 10), r"sigma final must be > 0, got 0.0"),
+])
+def test_bad_schedules(make_schedule, message):
+    with pytest.raises(ValueError, match=message):
+        make_schedule()
+
+
+def test_schedules_values():
+    assert Exponential(0.1, 0.5, 0.02)(0) == 0.1 and Exponential(0.1, 0.5, 0.02)(5) == 0.02
+    lin = Linear(0.1, 0.05, 10)
+    assert lin(0) == 0.1 and lin(5) == pytest.approx(0.075) and lin(50) == 0.05
