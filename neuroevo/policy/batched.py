@@ -1,0 +1,95 @@
+"""Population forward passes: ``(params, obs[P, ...]) -> outputs[P, A]``, P different networks.
+
+``reference`` is ``torch.func.vmap(functional_call)`` over the template: the definition.
+``forward`` computes the same thing layer by layer with one grouped convolution / one
+batched matmul per layer over the whole population, reading every network's weights in
+place from a per-slot layout (``SlotParams``). It is tested equal to ``reference``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call, vmap
+
+from neuroevo.policy.nets import MLP, AtariNet, same_pad
+from neuroevo.policy.spec import ParamSpec
+
+
+class SlotParams:
+    """Per-slot parameter storage: one contiguous ``[slots, *shape]`` tensor per parameter.
+
+    A slot takes a new genome with ``load(slot, flat)``; ``select(idx)`` gives the layers of
+    the active slots: views when all slots are active, a gather of only the active ones
+    otherwise (the tail of a generation).
+    """
+
+    def __init__(self, spec: ParamSpec, num_slots: int, device=None):
+        self.spec, self.num_slots = spec, num_slots
+        self.device = torch.device(device or "cpu")
+        self.layers = {e.name: torch.zeros(num_slots, *e.shape, device=self.device)
+                       for e in spec}
+
+    def load(self, slot: int, flat: torch.Tensor) -> None:
+        for e in self.spec:
+            self.layers[e.name][slot].copy_(flat[e.slice].view(e.shape))
+
+    def select(self, idx: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        if idx is None or len(idx) == self.num_slots:
+            return self.layers
+        return {name: t.index_select(0, idx) for name, t in self.layers.items()}
+
+
+def _dense(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``x[P, in] @ w[P, out, in]^T + b[P, out]`` as one batched matmul."""
+    return torch.baddbmm(b.unsqueeze(1), x.unsqueeze(1), w.transpose(1, 2)).squeeze(1)
+
+
+class BatchedPolicy:
+    """Forward passes of a population of networks that share a template."""
+
+    def __init__(self, template: nn.Module, spec: ParamSpec):
+        self.template, self.spec = template, spec
+        self._ref = vmap(lambda p, x: functional_call(template, p, (x.unsqueeze(0),))[0])
+
+    @property
+    def num_params(self) -> int:
+        return self.spec.num_params
+
+    @torch.no_grad()
+    def reference(self, params: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """``[P, D]`` flat parameters and ``[P, ...]`` observations -> ``[P, A]`` outputs."""
+        return self._ref(self.spec.unflatten(params), obs)
+
+    @torch.no_grad()
+    def forward(self, layers: dict[str, torch.Tensor], obs: torch.Tensor) -> torch.Tensor:
+        """``{name: [P, *shape]}`` (``SlotParams.select``, ``spec.unflatten``) -> ``[P, A]``."""
+        if obs.shape[0] == 1:
+            # A batch of one takes other conv/matmul kernels whose rounding differs; a batch
+            # of two keeps a network's actions independent of how many slots are active.
+            two = {name: v.expand(2, *v.shape[1:]).contiguous() for name, v in layers.items()}
+            return self.forward(two, obs.expand(2, *obs.shape[1:]))[:1]
+        t = self.template
+        if isinstance(t, AtariNet):
+            x = obs.float() / 255.0  # [P, C, H, W]
+            p = x.shape[0]
+            for i, (k, s) in enumerate(t.kernels):
+                w, b = layers[f"convs.{i}.weight"], layers[f"convs.{i}.bias"]
+                # One grouped convolution runs P different filter banks on P inputs.
+                xp = same_pad(x, k, s)  # [P, C, H', W']
+                x = F.conv2d(xp.reshape(1, -1, *xp.shape[-2:]), w.reshape(-1, *w.shape[2:]),
+                             b.reshape(-1), stride=s, groups=p)
+                x = F.relu(x).reshape(p, w.shape[1], *x.shape[-2:])
+            x = F.relu(_dense(x.flatten(1), layers["fc.weight"], layers["fc.bias"]))
+        elif isinstance(t, MLP):
+            x = obs.float().flatten(1)
+            for i in range(len(t.hidden)):
+                x = torch.tanh(_dense(x, layers[f"hidden.{i}.weight"], layers[f"hidden.{i}.bias"]))
+        else:
+            return self._ref(layers, obs)
+        return _dense(x, layers["out.weight"], layers["out.bias"])
+
+    def __call__(self, params: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        """Flat ``[P, D]`` parameters -> ``[P, A]`` outputs through the fast path."""
+        return self.forward(self.spec.unflatten(params), obs)

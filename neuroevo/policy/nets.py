@@ -1,0 +1,108 @@
+"""Network templates: the Deep GA Atari nets and an MLP for vector observations.
+
+Templates are ordinary ``nn.Module``s used for their structure only (shapes, and the
+reference forward through ``torch.func.functional_call``); their own weights are never used.
+Initialisation follows Such et al. 2017: fan-in scaled normal weights (std 1/sqrt(fan_in)),
+output layer std 0.1 (applied to the normalised column scale), zero biases.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from neuroevo.errors import UnknownName
+from neuroevo.policy.spec import ParamSpec
+
+
+def same_pad(x: torch.Tensor, kernel: int, stride: int) -> torch.Tensor:
+    """TensorFlow's SAME padding (extra pixel at the bottom/right), as in the original nets."""
+    size = x.shape[-1]
+    total = max((-(-size // stride) - 1) * stride + kernel - size, 0)
+    lo, hi = total // 2, total - total // 2
+    return F.pad(x, (lo, hi, lo, hi))
+
+
+class AtariNet(nn.Module):
+    """Conv stack with SAME padding + one hidden dense layer; input uint8 ``[4, 84, 84]``."""
+
+    def __init__(self, convs: tuple[tuple[int, int, int], ...], hidden: int, num_actions: int,
+                 in_channels: int = 4, size: int = 84):
+        super().__init__()
+        self.kernels = [(k, s) for _, k, s in convs]
+        layers, c = [], in_channels
+        for out, k, s in convs:
+            layers.append(nn.Conv2d(c, out, k, s))
+            c, size = out, -(-size // s)
+        self.convs = nn.ModuleList(layers)
+        self.fc = nn.Linear(c * size * size, hidden)
+        self.out = nn.Linear(hidden, num_actions)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float() / 255.0
+        for conv, (k, s) in zip(self.convs, self.kernels, strict=True):
+            x = F.relu(conv(same_pad(x, k, s)))
+        return self.out(F.relu(self.fc(x.flatten(-3))))
+
+
+class MLP(nn.Module):
+    """Dense layers with tanh (OpenAI-ES's MuJoCo policy: 256-256 tanh)."""
+
+    def __init__(self, obs_dim: int, hidden: tuple[int, ...], out_dim: int):
+        super().__init__()
+        dims = (obs_dim, *hidden)
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
+        self.out = nn.Linear(dims[-1], out_dim)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float()
+        for layer in self.hidden:
+            x = torch.tanh(layer(x))
+        return self.out(x)
+
+
+def fan_in_std(output_layer: str, output_std: float = 0.1):
+    """Init stds for ``ParamSpec``: 1/sqrt(fan_in) weights, ``output_std`` scaling at the output."""
+    def init_std(name: str, p: torch.Tensor) -> float:
+        if name.endswith("bias"):
+            return 0.0
+        fan_in = math.prod(p.shape[1:])
+        scale = output_std if name.startswith(output_layer) else 1.0
+        return scale / math.sqrt(fan_in)
+    return init_std
+
+
+@dataclass(frozen=True)
+class NetSpec:
+    """A named architecture: how to build its template for an observation/action space."""
+
+    name: str
+    kind: str  # "atari" or "mlp"
+    convs: tuple[tuple[int, int, int], ...] = ()
+    hidden: tuple[int, ...] = ()
+
+
+NETS = {
+    "large": NetSpec("large", "atari", ((32, 8, 4), (64, 4, 2), (64, 3, 1)), (512,)),
+    "small": NetSpec("small", "atari", ((16, 8, 4), (32, 4, 2)), (256,)),
+    "mlp": NetSpec("mlp", "mlp", hidden=(256, 256)),
+}
+
+
+def build_template(net: str, obs_shape: tuple[int, ...], num_outputs: int,
+                   hidden: tuple[int, ...] | None = None) -> tuple[nn.Module, ParamSpec]:
+    """``(template, spec)`` for a named net; ``hidden`` overrides the MLP's layer sizes."""
+    if net not in NETS:
+        raise UnknownName("network", net, NETS)
+    ns = NETS[net]
+    if ns.kind == "atari":
+        module = AtariNet(ns.convs, ns.hidden[0], num_outputs, obs_shape[0], obs_shape[-1])
+    else:
+        module = MLP(math.prod(obs_shape), tuple(hidden or ns.hidden), num_outputs)
+    module.requires_grad_(False)
+    return module, ParamSpec.from_module(module, fan_in_std("out"))
