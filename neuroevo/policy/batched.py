@@ -18,27 +18,32 @@ from neuroevo.policy.spec import ParamSpec
 
 
 class SlotParams:
-    """Per-slot parameter storage: one contiguous ``[slots, *shape]`` tensor per parameter.
+    """Per-slot parameter storage: one contiguous ``[rows, *shape]`` tensor per parameter.
 
-    A slot takes a new genome with ``load(slot, flat)``; ``select(idx)`` gives the layers of
-    the active slots: views when all slots are active, a gather of only the active ones
-    otherwise (the tail of a generation).
+    The networks being computed occupy rows ``[0, count)``, so ``prefix(count)`` is a set of
+    views: the forward pass reads weights in place and never gathers them (a gather of a
+    few large nets costs more than their forward pass on a CPU). When a slot falls idle for
+    good, the evaluator moves the last computed row into its place (``move``): one copy per
+    idle event instead of one per step.
     """
 
-    def __init__(self, spec: ParamSpec, num_slots: int, device=None):
-        self.spec, self.num_slots = spec, num_slots
+    def __init__(self, spec: ParamSpec, num_rows: int, device=None):
+        self.spec, self.num_rows = spec, num_rows
         self.device = torch.device(device or "cpu")
-        self.layers = {e.name: torch.zeros(num_slots, *e.shape, device=self.device)
+        self.layers = {e.name: torch.zeros(num_rows, *e.shape, device=self.device)
                        for e in spec}
 
-    def load(self, slot: int, flat: torch.Tensor) -> None:
+    def load(self, row: int, flat: torch.Tensor) -> None:
         for e in self.spec:
-            self.layers[e.name][slot].copy_(flat[e.slice].view(e.shape))
+            self.layers[e.name][row].copy_(flat[e.slice].view(e.shape))
 
-    def select(self, idx: torch.Tensor | None) -> dict[str, torch.Tensor]:
-        if idx is None or len(idx) == self.num_slots:
-            return self.layers
-        return {name: t.index_select(0, idx) for name, t in self.layers.items()}
+    def move(self, src: int, dst: int) -> None:
+        for t in self.layers.values():
+            t[dst].copy_(t[src])
+
+    def prefix(self, count: int) -> dict[str, torch.Tensor]:
+        """``{name: [count, *shape]}`` views of rows ``[0, count)``."""
+        return {name: t[:count] for name, t in self.layers.items()}
 
 
 def _dense(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -64,7 +69,7 @@ class BatchedPolicy:
 
     @torch.no_grad()
     def forward(self, layers: dict[str, torch.Tensor], obs: torch.Tensor) -> torch.Tensor:
-        """``{name: [P, *shape]}`` (``SlotParams.select``, ``spec.unflatten``) -> ``[P, A]``."""
+        """``{name: [P, *shape]}`` (``SlotParams.prefix``, ``spec.unflatten``) -> ``[P, A]``."""
         if obs.shape[0] == 1:
             # A batch of one takes other conv/matmul kernels whose rounding differs; a batch
             # of two keeps a network's actions independent of how many slots are active.

@@ -1,0 +1,167 @@
+"""``neuroevo bench``: the engine against its bounds and a naive loop, side by side in one run.
+
+- ``sim_only_fps``: the env pools stepping random actions (emulator frames/s), same layout
+  and threads as the engine;
+- ``inference_only_fps``: the batched forward pass alone, as frames/s (x frameskip);
+- ``naive_fps``: one network at a time, batch of 1, one env, a plain sequential loop;
+- ``engine_fps``: the pipelined evaluator end to end, GA generations on a population;
+- ``bound_fps``: min(sim, inference) when inference runs on a GPU, and
+  1 / (1/sim + 1/inference) when both share the CPU cores;
+- ``efficiency = engine / bound`` and ``speedup_vs_naive = engine / naive``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from torch.func import functional_call
+
+from neuroevo.engine.pipeline import Evaluator, default_layout, resolve_device
+from neuroevo.envs.atari import AtariConfig, AtariPool
+from neuroevo.optim import GA
+from neuroevo.policy.batched import BatchedPolicy, SlotParams
+from neuroevo.policy.nets import build_template
+
+
+@dataclass
+class BenchConfig:
+    game: str = "breakout"
+    net: str = "large"
+    population: int = 64
+    seconds: float = 20.0  # per measurement
+    device: str = "auto"
+    subsets: int | None = None  # None: default_layout
+    slots: int | None = None
+    env_threads: int = 0  # per pool; 0: ale-py's choice
+    episode_cap: int = 5000
+    seed: int = 0
+
+
+def _timed(seconds: float, step) -> tuple[int, float]:
+    """Call ``step() -> frames`` until ``seconds`` have passed; ``(frames, elapsed)``."""
+    frames, start = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - start) < seconds:
+        frames += step()
+    return frames, elapsed
+
+
+def run_bench(cfg: BenchConfig, log=print) -> dict:
+    device = resolve_device(cfg.device)
+    atari = AtariConfig(cfg.game, episode_cap=cfg.episode_cap)
+    subsets, slots = default_layout(cfg.population, device)
+    subsets, slots = cfg.subsets or subsets, cfg.slots or slots
+    probe = AtariPool(atari, 1, num_threads=1)
+    template, spec = build_template(cfg.net, probe.obs_shape, probe.num_actions)
+    policy = BatchedPolicy(template, spec)
+    ga = GA(spec.num_params, init_std=spec.init_std(), population_size=cfg.population,
+            truncation=max(1, min(20, cfg.population // 2)), elite_candidates=0, seed=cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    result = {"config": asdict(cfg), "device": str(device), "subsets": subsets, "slots": slots,
+              "num_params": spec.num_params, "cpu_count": os.cpu_count(),
+              "torch_threads": torch.get_num_threads(), "machine": platform.processor()}
+
+    log(f"sim only: {subsets} pools x {slots} envs, random actions ...")
+    pools = [AtariPool(atari, slots, cfg.env_threads) for _ in range(subsets)]
+    for p in pools:
+        p.reset(np.ones(slots, dtype=bool), rng.integers(0, 2**31, slots))
+
+    def sim_step():
+        for p in pools:  # all pools step at once, as in the engine
+            p.send(rng.integers(0, probe.num_actions, slots).astype(np.int32))
+        for p in pools:
+            p.recv()
+        return subsets * slots * atari.frameskip
+
+    frames, elapsed = _timed(cfg.seconds, sim_step)
+    result["sim_only_fps"] = frames / elapsed
+    for p in pools:
+        p.close()
+
+    log(f"inference only: {slots} networks per forward pass on {device} ...")
+    store = SlotParams(spec, slots, device)
+    pop = ga.ask()
+    for row in range(slots):
+        store.load(row, pop.member_params(row % len(pop), device))
+    obs = torch.from_numpy(np.stack([probe.reset(np.ones(1, bool), [s])[0]
+                                     for s in range(slots)])).to(device)
+
+    def infer_step():
+        out = policy.forward(store.prefix(slots), obs)
+        out.argmax(1).cpu()  # sync: as the engine does every step
+        return slots * atari.frameskip
+
+    frames, elapsed = _timed(cfg.seconds, infer_step)
+    result["inference_only_fps"] = frames / elapsed
+    del store
+
+    log("naive: one network, batch of 1, one env, sequential ...")
+    net = template.to(device)
+    weights = spec.unflatten(pop.member_params(0, device))
+    state = {"obs": probe.reset(np.ones(1, bool), [0]), "steps": 0}
+
+    def naive_step():
+        x = torch.from_numpy(state["obs"]).to(device)
+        with torch.no_grad():
+            action = functional_call(net, weights, (x,)).argmax(1).cpu().numpy()
+        probe.send(action.astype(np.int32))
+        state["obs"], _, done = probe.recv()
+        state["steps"] += 1
+        if done[0] or state["steps"] >= cfg.episode_cap:
+            state["obs"], state["steps"] = probe.reset(np.ones(1, bool), [state["steps"]]), 0
+        return atari.frameskip
+
+    frames, elapsed = _timed(cfg.seconds, naive_step)
+    result["naive_fps"] = frames / elapsed
+    probe.close()
+
+    log(f"engine: GA generations of {cfg.population} on {subsets} x {slots} slots ...")
+    evaluator = Evaluator(policy, lambda n: AtariPool(atari, n, cfg.env_threads),
+                          subsets=subsets, slots=slots, episode_cap=cfg.episode_cap,
+                          frameskip=atari.frameskip, device=device, seed=cfg.seed)
+    frames, elapsed, timings, occupancy, gens = 0, 0.0, {}, [], 0
+    while elapsed < cfg.seconds:
+        pop = ga.ask()
+        r = evaluator.evaluate(pop)
+        ga.tell(r.fitness)
+        frames, elapsed, gens = frames + r.frames, elapsed + r.wall_time, gens + 1
+        timings = {k: timings.get(k, 0.0) + v for k, v in r.timings.items()}
+        occupancy.append(r.occupancy)
+    evaluator.close()
+    result.update(engine_fps=frames / elapsed, engine_generations=gens,
+                  engine_seconds=elapsed, occupancy=float(np.mean(occupancy)),
+                  stage_seconds=timings)
+
+    sim, inf = result["sim_only_fps"], result["inference_only_fps"]
+    result["bound_fps"] = min(sim, inf) if device.type == "cuda" else 1 / (1 / sim + 1 / inf)
+    result["efficiency"] = result["engine_fps"] / result["bound_fps"]
+    result["speedup_vs_naive"] = result["engine_fps"] / result["naive_fps"]
+    return result
+
+
+def format_table(r: dict) -> str:
+    rows = [("sim_only_fps", r["sim_only_fps"]), ("inference_only_fps", r["inference_only_fps"]),
+            ("naive_fps", r["naive_fps"]), ("engine_fps", r["engine_fps"]),
+            ("bound_fps", r["bound_fps"])]
+    lines = [f"{r['config']['game']} / {r['config']['net']} net ({r['num_params']:,} params), "
+             f"population {r['config']['population']}, {r['subsets']} x {r['slots']} slots, "
+             f"device {r['device']}, {r['cpu_count']} cores"]
+    lines += [f"  {name:<20}{value:>12,.0f} frames/s" for name, value in rows]
+    lines += [f"  {'efficiency':<20}{r['efficiency']:>12.2f}   (engine / bound)",
+              f"  {'speedup_vs_naive':<20}{r['speedup_vs_naive']:>12.2f}",
+              f"  {'slot occupancy':<20}{r['occupancy']:>12.2f}",
+              "  engine stages (s): " + ", ".join(f"{k} {v:.1f}"
+                                                  for k, v in r["stage_seconds"].items())]
+    return "\n".join(lines)
+
+
+def write_json(r: dict, path: str) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(r, f, indent=2)
+    os.replace(tmp, path)

@@ -1,0 +1,187 @@
+"""The pipelined evaluator: a population's episodes over double-buffered subsets of slots.
+
+Each subset owns an env pool (its emulators step in C++ threads) and per-slot parameter
+storage. The driver thread goes round the subsets: ``recv`` one subset's step, refill its
+finished slots with the next members, run the forward pass of its active slots, ``send``
+the actions, and move to the next subset.
+
+    overlap: while the driver computes subset k's forward pass, subsets != k are stepping
+    their emulators (ale-py's send/recv release the GIL; torch ops release it too).
+
+A slot whose episode ends takes the next member at once (continuous batching); a
+generation ends when its last episode ends. Env seeds come from (run seed, generation,
+phase, member index), so fitness does not depend on the slot, subset or thread layout.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from neuroevo.engine.slots import Slots, episode_seed
+from neuroevo.errors import ConfigError, check_range
+from neuroevo.policy.batched import BatchedPolicy, SlotParams
+
+STAGES = ("env_wait", "reset", "decode", "h2d", "forward", "d2h", "bookkeeping")
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``auto`` -> cuda when available, else cpu; ``cuda`` without CUDA is a clear error."""
+    name = str(device or "auto")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {name!r} requested but CUDA is not available; "
+                          "use --device cpu or --device auto")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"device must be auto, cpu or cuda[:N], got {name!r}") from None
+
+
+@dataclass
+class EvalResult:
+    fitness: np.ndarray  # [P] episode returns (the game score for Atari)
+    steps: np.ndarray  # [P] agent steps per episode
+    frames: int  # emulator frames (steps x frameskip)
+    wall_time: float
+    timings: dict = field(default_factory=dict)  # seconds per pipeline stage
+    occupancy: float = 0.0  # mean fraction of slots computed per forward pass
+
+    @property
+    def fps(self) -> float:
+        return self.frames / self.wall_time if self.wall_time > 0 else 0.0
+
+
+class _Subset:
+    def __init__(self, pool, slots: SlotParams):
+        self.pool, self.params, self.slots = pool, slots, Slots(slots.num_rows)
+        self.in_flight = False
+        self.obs: np.ndarray | None = None  # [slots, *obs_shape] latest observations
+
+
+class Evaluator:
+    """Evaluates populations: one episode per member, fitness = episode return.
+
+    Args:
+        policy: the population forward pass (template + spec).
+        make_pool: ``make_pool(num_envs) -> pool`` with ``reset(mask, seeds)``, ``send``,
+            ``recv``, ``num_actions`` (e.g. ``lambda n: AtariPool(config, n)``).
+        subsets: number of double-buffered subsets (>= 1; 2 or more overlap).
+        slots: slots per subset.
+        episode_cap: agent steps after which an episode is cut (None: the env's own end).
+        frameskip: emulator frames per agent step, for frame counts.
+        device: where slot parameters live and forward passes run.
+        seed: the run seed that episode seeds derive from.
+    """
+
+    def __init__(self, policy: BatchedPolicy, make_pool: Callable, *, subsets: int = 2,
+                 slots: int = 32, episode_cap: int | None = None, frameskip: int = 1,
+                 device="auto", seed: int = 0):
+        check_range("subsets", subsets, isinstance(subsets, int) and subsets >= 1, ">= 1")
+        check_range("slots", slots, isinstance(slots, int) and slots >= 1, ">= 1")
+        self.policy, self.episode_cap, self.frameskip = policy, episode_cap, frameskip
+        self.device, self.seed = resolve_device(device), seed
+        self.subsets = [_Subset(make_pool(slots), SlotParams(policy.spec, slots, self.device))
+                        for _ in range(subsets)]
+
+    def close(self) -> None:
+        for sub in self.subsets:
+            sub.pool.close()
+
+    def evaluate(self, pop) -> EvalResult:
+        """Run one episode of every member of ``pop``; returns fitness in member order."""
+        n = len(pop)
+        fitness, steps = np.zeros(n), np.zeros(n, dtype=np.int64)
+        timings = dict.fromkeys(STAGES, 0.0)
+        computed, offered = 0, 0
+        next_member = 0
+        start = time.perf_counter()
+
+        def refill(sub: _Subset, free: np.ndarray) -> None:
+            """Give free envs the next members and restart them from their seeds."""
+            nonlocal next_member
+            mask = np.zeros(len(sub.slots.member), dtype=bool)
+            seeds = []
+            for env in free:
+                if next_member >= n:
+                    if sub.slots.member[env] != -1:
+                        move = sub.slots.stop(env)
+                        if move:
+                            sub.params.move(*move)
+                    continue
+                t = time.perf_counter()
+                row = sub.slots.start(env, next_member)
+                sub.params.load(row, pop.member_params(next_member, self.device))
+                timings["decode"] += time.perf_counter() - t
+                mask[env] = True
+                seeds.append(episode_seed(self.seed, pop.generation, pop.phase, next_member))
+                next_member += 1
+            if mask.any():
+                t = time.perf_counter()
+                sub.obs = sub.pool.reset(mask, np.array(seeds, dtype=np.int64))
+                timings["reset"] += time.perf_counter() - t
+
+        def act(sub: _Subset) -> None:
+            """Forward pass of the running episodes' rows, then send every env its action."""
+            nonlocal computed, offered
+            count = sub.slots.count
+            envs = sub.slots.env_of[:count]  # [count] env of each computed row
+            actions = np.zeros(len(sub.slots.member), dtype=np.int32)  # idle envs: NOOP
+            t0 = time.perf_counter()
+            obs = torch.from_numpy(sub.obs[envs]).to(self.device, non_blocking=True)
+            t1 = time.perf_counter()
+            out = self.policy.forward(sub.params.prefix(count), obs)  # [count, A]
+            t2 = time.perf_counter()
+            actions[envs] = out.argmax(1).cpu().numpy()  # sync: the envs need the actions
+            t3 = time.perf_counter()
+            timings["h2d"] += t1 - t0
+            timings["forward"] += t2 - t1
+            timings["d2h"] += t3 - t2
+            computed += count
+            offered += len(actions)
+            sub.pool.send(actions)
+            sub.in_flight = True
+
+        for sub in self.subsets:
+            sub.slots = Slots(sub.params.num_rows)
+            refill(sub, np.arange(sub.params.num_rows))
+            if sub.slots.count:
+                act(sub)
+
+        while any(sub.in_flight for sub in self.subsets):
+            for sub in self.subsets:
+                if not sub.in_flight:
+                    continue
+                t = time.perf_counter()
+                sub.obs, rewards, done = sub.pool.recv()
+                sub.in_flight = False
+                t1 = time.perf_counter()
+                timings["env_wait"] += t1 - t
+                ended = sub.slots.step(rewards, done, self.episode_cap)
+                for slot in ended:
+                    m = sub.slots.member[slot]
+                    fitness[m], steps[m] = sub.slots.ret[slot], sub.slots.steps[slot]
+                timings["bookkeeping"] += time.perf_counter() - t1
+                if len(ended):
+                    refill(sub, ended)
+                if sub.slots.count:
+                    act(sub)
+
+        wall = time.perf_counter() - start
+        return EvalResult(fitness, steps, int(steps.sum()) * self.frameskip, wall, timings,
+                          computed / offered if offered else 0.0)
+
+
+def default_layout(population_size: int, device: torch.device) -> tuple[int, int]:
+    """``(subsets, slots)``: two subsets per CPU, slots sized so every core has work."""
+    cores = os.cpu_count() or 1
+    subsets = 4 if device.type == "cuda" else 2
+    slots = max(1, min(64 if device.type == "cuda" else max(8, 8 * cores),
+                       -(-population_size // subsets)))
+    return subsets, slots

@@ -1,0 +1,71 @@
+"""Slot bookkeeping for one subset: which member each env runs, its return and steps, and
+which parameter row holds its network.
+
+Rows ``[0, count)`` hold exactly the networks of the running episodes, so a forward pass
+reads a prefix of the parameter storage in place. Envs and rows are mapped both ways.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neuroevo.noise import mix64
+
+IDLE = -1
+
+
+def episode_seed(run_seed: int, generation: int, phase: str, index: int) -> int:
+    """The env seed of one evaluation: a function of what is evaluated, never of the slot."""
+    h = mix64(run_seed)
+    for part in (generation, 0 if phase == "train" else 1, index):
+        h = mix64(h ^ part)
+    return h % (1 << 31)
+
+
+class Slots:
+    """Per-env state of a subset; vectorised updates, a Python loop over finished envs only."""
+
+    def __init__(self, num_envs: int):
+        self.member = np.full(num_envs, IDLE, dtype=np.int64)  # [envs] population index
+        self.ret = np.zeros(num_envs, dtype=np.float64)  # [envs] episode return so far
+        self.steps = np.zeros(num_envs, dtype=np.int64)  # [envs] agent steps so far
+        self.row_of = np.arange(num_envs)  # [envs] parameter row of each env
+        self.env_of = np.arange(num_envs)  # [rows] env of each parameter row
+        self.count = 0  # rows [0, count) are the running episodes
+
+    @property
+    def active(self) -> np.ndarray:
+        return self.member != IDLE
+
+    def _swap_rows(self, env: int, row: int) -> int:
+        """Put ``env`` at ``row`` and the env that was there at ``env``'s old row."""
+        old, other = self.row_of[env], self.env_of[row]
+        self.row_of[env], self.env_of[row] = row, env
+        self.row_of[other], self.env_of[old] = old, other
+        return old
+
+    def start(self, env: int, member: int) -> int:
+        """Give ``env`` a new episode of ``member``; returns the row to load its network into."""
+        if self.member[env] == IDLE:
+            self._swap_rows(env, self.count)
+            self.count += 1
+        self.member[env], self.ret[env], self.steps[env] = member, 0.0, 0
+        return int(self.row_of[env])
+
+    def stop(self, env: int) -> tuple[int, int] | None:
+        """Idle ``env``; returns ``(src, dst)`` rows to move a network by, or None."""
+        self.count -= 1
+        last = self.count
+        freed = self._swap_rows(env, last)
+        self.member[env] = IDLE
+        return (last, int(freed)) if freed != last else None
+
+    def step(self, rewards: np.ndarray, done: np.ndarray, cap: int | None) -> np.ndarray:
+        """Add a step's rewards to the running episodes; return the envs whose episode ended."""
+        active = self.active
+        self.ret[active] += rewards[active]
+        self.steps[active] += 1
+        ended = done.copy()
+        if cap is not None:
+            ended |= self.steps >= cap
+        return np.flatnonzero(ended & active)

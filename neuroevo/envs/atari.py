@@ -1,0 +1,119 @@
+"""Atari through ale-py with the Deep GA protocol (Such et al. 2017; REFERENCE section 4).
+
+``AtariPool`` drives one ``ale_py.vector_env.AtariVectorEnv`` in synchronous mode: its C++
+thread pool steps every env and ``send``/``recv`` release the GIL, so the driver thread
+computes another pool's forward pass meanwhile. Synchronous mode is what allows partial
+resets with a chosen seed (``batch_size == num_envs``). Protocol: sticky actions off (0.25
+optional), 1-30 random no-ops and FIRE on reset, max over the last 2 frames, grayscale
+84x84, stack of 4, frame skip 4, no reward clipping (fitness is the game score), no
+life-loss termination.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from neuroevo.errors import DependencyNotInstalled, StateError, UnknownName, check_range
+
+
+def _ale():
+    try:
+        import ale_py.roms
+        import ale_py.vector_env
+    except ImportError as e:  # pragma: no cover - ale-py is a declared dependency
+        raise DependencyNotInstalled("Atari needs ale-py: pip install ale-py") from e
+    return ale_py
+
+
+def games() -> list[str]:
+    """ROM ids that ale-py ships (snake_case: ``ms_pacman``, ``space_invaders``, ...)."""
+    return list(_ale().roms.get_all_rom_ids())
+
+
+def check_game(game: str) -> str:
+    if game not in games():
+        raise UnknownName("Atari game", game, games())
+    return game
+
+
+@dataclass(frozen=True)
+class AtariConfig:
+    """The emulator protocol; the defaults are the Deep GA paper's."""
+
+    game: str = "breakout"
+    sticky_actions: float = 0.0  # 0.25 for the "v5" protocol of Machado et al.
+    noop_max: int = 30
+    frameskip: int = 4
+    full_action_space: bool = False
+    episode_cap: int | None = 5000  # agent steps; None: ale-py's 108,000 frames
+
+    def __post_init__(self):
+        check_game(self.game)
+        check_range("sticky_actions", self.sticky_actions, 0 <= self.sticky_actions < 1,
+                    "in [0, 1)")
+        check_range("noop_max", self.noop_max, self.noop_max >= 0, ">= 0")
+        check_range("frameskip", self.frameskip, self.frameskip >= 1, ">= 1")
+        check_range("episode_cap", self.episode_cap,
+                    self.episode_cap is None or self.episode_cap >= 1, "None or >= 1")
+
+
+class AtariPool:
+    """``num_envs`` emulators stepped together by ale-py's C++ threads.
+
+    ``reset(mask, seeds)`` restarts the masked envs, each from its own seed; ``send(actions)``
+    starts a step of every env; ``recv()`` waits for it. Env ``i``'s trajectory depends only
+    on its seed and its actions (verified against a fresh env in the tests).
+    """
+
+    def __init__(self, config: AtariConfig, num_envs: int, num_threads: int = 0):
+        check_range("num_envs", num_envs, num_envs >= 1, ">= 1")
+        self.config, self.num_envs = config, num_envs
+        # The cap is enforced by the evaluator in agent steps; ale-py's own frame limit is
+        # set beyond it (no-ops included) so that it never cuts an episode first.
+        max_frames = 108_000 if config.episode_cap is None else (
+            (config.episode_cap + config.noop_max + 10) * config.frameskip)
+        self.env = _ale().vector_env.AtariVectorEnv(
+            config.game, num_envs, batch_size=0, num_threads=num_threads,
+            repeat_action_probability=config.sticky_actions, frameskip=config.frameskip,
+            noop_max=config.noop_max, full_action_space=config.full_action_space,
+            max_num_frames_per_episode=max_frames, reward_clipping=False,
+            episodic_life=False, use_fire_reset=True, maxpool=True, grayscale=True,
+            img_height=84, img_width=84, stack_num=4)
+        self.obs_shape = self.env.single_observation_space.shape  # (4, 84, 84) uint8
+        self.num_actions = int(self.env.single_action_space.n)
+        self._in_flight, self._started = False, False
+
+    def reset(self, mask: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+        """Restart envs where ``mask`` is set from ``seeds`` (one per masked env); ``[N, 4, 84, 84]``."""
+        if self._in_flight:
+            raise StateError("AtariPool.reset() while a step is in flight; call recv() first")
+        seeds = np.asarray(seeds, dtype=np.int64)
+        if not self._started:  # ale-py's partial resets need a full one first
+            full = np.zeros(self.num_envs, dtype=np.int64)
+            full[mask] = seeds
+            self._started = True
+            obs, _ = self.env.reset(seed=full)
+        else:
+            obs, _ = self.env.reset(seed=seeds, options={"reset_mask": mask})
+        return obs
+
+    def send(self, actions: np.ndarray) -> None:
+        if self._in_flight:
+            raise StateError("AtariPool.send() twice without recv(); call recv() first")
+        if not self._started:
+            raise StateError("AtariPool.send() before reset(); reset every env first")
+        self.env.send(actions)
+        self._in_flight = True
+
+    def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(obs [N, 4, 84, 84] uint8, rewards [N], done [N])`` of the step sent last."""
+        if not self._in_flight:
+            raise StateError("AtariPool.recv() without send(); call send(actions) first")
+        obs, rewards, terminated, truncated, _ = self.env.recv()
+        self._in_flight = False
+        return obs, rewards, terminated | truncated
+
+    def close(self) -> None:
+        self.env.close()
