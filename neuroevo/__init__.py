@@ -2,9 +2,10 @@
 
 __version__ = "0.1.0"
 
+from neuroevo.build import train
 from neuroevo.genomes import Perturbation, Population, SeedChain
 from neuroevo.noise import NoiseTable
 from neuroevo.optim import GA, OPTIMIZERS, OpenAIES, RandomSearch
 
 __all__ = ["GA", "OPTIMIZERS", "NoiseTable", "OpenAIES", "Perturbation", "Population",
-           "RandomSearch", "SeedChain", "__version__"]
+           "RandomSearch", "SeedChain", "__version__", "train"]

@@ -98,7 +98,6 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
 
     frames, elapsed = _timed(cfg.seconds, infer_step)
     result["inference_only_fps"] = frames / elapsed
-    del store
 
     log("naive: one network, batch of 1, one env, sequential ...")
     net = template.to(device)

@@ -1,21 +1,148 @@
-"""The ``neuroevo`` command line. Library code never prints; this edge module does."""
+"""The ``neuroevo`` command line. Library code never prints; this edge module does.
+
+Errors a user can cause (``NeuroevoError``) print one line and exit with status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
+import os
 import sys
 
 import neuroevo
+from neuroevo.errors import NeuroevoError
+
+
+def _atomic_write(path: str, text: str) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _run(args) -> int:
+    import yaml
+
+    from neuroevo.build import build
+    from neuroevo.config import Config, override, to_dict
+    from neuroevo.errors import ConfigError
+    from neuroevo.loop import Budget, generations
+
+    cfg = Config()
+    for key, value in (("algo.name", args.algo), ("env.game", args.game), ("seed", args.seed),
+                       ("algo.population", args.population), ("net.name", args.net),
+                       ("budget.generations", args.generations), ("budget.frames", args.frames),
+                       ("engine.device", args.device), ("env.episode_cap", args.episode_cap)):
+        if value is not None:
+            override(cfg, key, value)
+    for item in args.set or []:
+        if "=" not in item:
+            raise ConfigError(f"--set takes key=value, got {item!r}")
+        override(cfg, *item.split("=", 1))
+    if not cfg.budget.generations and not cfg.budget.frames:
+        cfg.budget.generations = 10
+    built = build(cfg)  # validates names and values before anything is written
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = args.run_dir or os.path.join("runs", f"{cfg.algo.name}-{cfg.env.game}-{stamp}")
+    if os.path.exists(os.path.join(run_dir, "metrics.jsonl")) and not args.force:
+        built.evaluator.close()
+        raise ConfigError(f"run directory {run_dir} already holds a run; pick another "
+                          "--run-dir or pass --force to overwrite it")
+    os.makedirs(run_dir, exist_ok=True)
+    _atomic_write(os.path.join(run_dir, "config.yaml"), yaml.safe_dump(to_dict(cfg)))
+    metrics_path = os.path.join(run_dir, "metrics.jsonl")
+    _atomic_write(metrics_path, "")
+    progress = sys.stdout.isatty() and not args.no_progress
+    print(f"neuroevo {neuroevo.__version__}: {cfg.algo.name} on {cfg.env.game}, "
+          f"{cfg.net.name} net, population {cfg.algo.population}, run dir {run_dir}", flush=True)
+
+    def on_episode(done, total, score):
+        if progress:
+            print(f"\r  episodes {done}/{total}  last score {score:.0f}   ", end="", flush=True)
+
+    budget = Budget(cfg.budget.generations or None, cfg.budget.frames or None)
+    try:
+        for row in generations(built.optimizer, built.evaluator, budget, on_episode=on_episode):
+            with open(metrics_path, "a") as f:  # one complete line per generation
+                f.write(json.dumps(row) + "\n")
+            elite = row.get("elite_score")
+            print(("\r" if progress else "") +
+                  f"gen {row['generation']:>4}  frames {row['frames']:>11,}  "
+                  f"fps {row['fps']:>7,.0f}  max {row['fitness_max']:>8.1f}  "
+                  f"mean {row['fitness_mean']:>8.1f}"
+                  + (f"  elite {elite:>8.1f}" if elite is not None else ""), flush=True)
+            if getattr(built.optimizer, "elite", None) is not None:
+                _atomic_write(os.path.join(run_dir, "elite.json"),
+                              built.optimizer.elite.to_json(score=elite,
+                                                            generation=row["generation"]))
+    finally:
+        built.evaluator.close()
+    return 0
+
+
+def _bench(args) -> int:
+    from neuroevo.bench import BenchConfig, format_table, run_bench, write_json
+
+    cfg = BenchConfig(game=args.game, net=args.net, population=args.population,
+                      seconds=args.seconds, device=args.device, subsets=args.subsets,
+                      slots=args.slots, env_threads=args.env_threads,
+                      episode_cap=args.episode_cap, seed=args.seed)
+    result = run_bench(cfg, log=lambda m: print(m, file=sys.stderr, flush=True))
+    print(format_table(result))
+    if args.json:
+        write_json(result, args.json)
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.ArgumentDefaultsHelpFormatter
     parser = argparse.ArgumentParser(
-        prog="neuroevo",
+        prog="neuroevo", formatter_class=fmt,
         description="Pipelined CPU-GPU neuroevolution: Deep GA, OpenAI-ES and random search "
-                    "on Atari, MuJoCo and gymnasium.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                    "on Atari, MuJoCo and gymnasium.")
     parser.add_argument("--version", action="version", version=f"neuroevo {neuroevo.__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", formatter_class=fmt, help="train a population on a game",
+                         description="Train with Deep GA (ga), OpenAI-ES (es) or random "
+                                     "search (rs). Defaults are quick CPU settings.")
+    run.add_argument("algo", help="ga | es | rs")
+    run.add_argument("--game", default=None, help="Atari ROM id, e.g. breakout, ms_pacman "
+                                                  "(default: breakout)")
+    run.add_argument("--net", default=None, help="large | small (default: small)")
+    run.add_argument("--population", type=int, default=None, help="members per generation "
+                                                                   "(default: 64)")
+    run.add_argument("--generations", type=int, default=None,
+                     help="stop after N generations (default: 10 without --frames)")
+    run.add_argument("--frames", type=int, default=None, help="stop after N emulator frames")
+    run.add_argument("--episode-cap", type=int, default=None,
+                     help="agent steps per training episode (default: 5000)")
+    run.add_argument("--seed", type=int, default=None, help="run seed (default: 0)")
+    run.add_argument("--device", default=None, help="auto | cpu | cuda (default: auto)")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE",
+                     help="any config key, e.g. --set algo.truncation=20 (repeatable)")
+    run.add_argument("--run-dir", default=None, help="default: runs/<algo>-<game>-<time>")
+    run.add_argument("--force", action="store_true", help="overwrite a run dir in use")
+    run.add_argument("--no-progress", action="store_true", help="no live progress line")
+    run.set_defaults(handler=_run)
+
+    bench = sub.add_parser("bench", formatter_class=fmt,
+                           help="measure the engine against its bounds and a naive loop")
+    bench.add_argument("--game", default="breakout")
+    bench.add_argument("--net", default="large", help="large | small")
+    bench.add_argument("--population", type=int, default=64)
+    bench.add_argument("--seconds", type=float, default=20.0, help="per measurement")
+    bench.add_argument("--device", default="auto")
+    bench.add_argument("--subsets", type=int, default=None, help="default: automatic")
+    bench.add_argument("--slots", type=int, default=None, help="per subset; default: automatic")
+    bench.add_argument("--env-threads", type=int, default=0, help="per subset; 0: ale-py's")
+    bench.add_argument("--episode-cap", type=int, default=1000,
+                       help="agent steps per episode (short, so a generation fits the time)")
+    bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("--json", default=None, help="also write the figures to this file")
+    bench.set_defaults(handler=_bench)
     return parser
 
 
@@ -25,7 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    return 0
+    try:
+        return args.handler(args)
+    except NeuroevoError as e:
+        print(f"neuroevo: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nneuroevo: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

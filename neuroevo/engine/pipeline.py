@@ -94,13 +94,16 @@ class Evaluator:
         for sub in self.subsets:
             sub.pool.close()
 
-    def evaluate(self, pop) -> EvalResult:
-        """Run one episode of every member of ``pop``; returns fitness in member order."""
+    def evaluate(self, pop, on_episode: Callable | None = None) -> EvalResult:
+        """Run one episode of every member of ``pop``; returns fitness in member order.
+
+        ``on_episode(done, total, score)`` is called as each episode ends (for progress).
+        """
         n = len(pop)
         fitness, steps = np.zeros(n), np.zeros(n, dtype=np.int64)
         timings = dict.fromkeys(STAGES, 0.0)
         computed, offered = 0, 0
-        next_member = 0
+        next_member = finished = 0
         start = time.perf_counter()
 
         def refill(sub: _Subset, free: np.ndarray) -> None:
@@ -164,9 +167,12 @@ class Evaluator:
                 t1 = time.perf_counter()
                 timings["env_wait"] += t1 - t
                 ended = sub.slots.step(rewards, done, self.episode_cap)
-                for slot in ended:
-                    m = sub.slots.member[slot]
-                    fitness[m], steps[m] = sub.slots.ret[slot], sub.slots.steps[slot]
+                for env in ended:
+                    m = sub.slots.member[env]
+                    fitness[m], steps[m] = sub.slots.ret[env], sub.slots.steps[env]
+                    finished += 1
+                    if on_episode is not None:
+                        on_episode(finished, n, fitness[m])
                 timings["bookkeeping"] += time.perf_counter() - t1
                 if len(ended):
                     refill(sub, ended)

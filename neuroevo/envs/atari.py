@@ -86,7 +86,7 @@ class AtariPool:
         self._in_flight, self._started = False, False
 
     def reset(self, mask: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-        """Restart envs where ``mask`` is set from ``seeds`` (one per masked env); ``[N, 4, 84, 84]``."""
+        """Restart the envs in ``mask`` from ``seeds`` (one per masked env); ``[N, 4, 84, 84]``."""
         if self._in_flight:
             raise StateError("AtariPool.reset() while a step is in flight; call recv() first")
         seeds = np.asarray(seeds, dtype=np.int64)

@@ -1,0 +1,82 @@
+"""Where an optimizer and an evaluator meet: ask -> evaluate -> tell, one row per generation.
+
+The optimizer knows nothing about environments and the evaluator nothing about
+optimizers; this loop is the only place that holds both. A Deep GA generation is a
+training phase plus, when enabled, its elite-validation phase; frames of both count
+towards the budget (as in the paper).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Totals:
+    """Running counters of a run (what a checkpoint needs to resume them)."""
+
+    generation: int = 0
+    frames: int = 0
+    episodes: int = 0
+    wall_time: float = 0.0
+
+
+@dataclass
+class Budget:
+    generations: int | None = None
+    frames: int | None = None
+
+    def spent(self, totals: Totals) -> bool:
+        return ((self.generations is not None and totals.generation >= self.generations) or
+                (self.frames is not None and totals.frames >= self.frames))
+
+
+def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | None = None,
+                   ) -> dict:
+    """Run every phase of the optimizer's current generation; update ``totals``; return a row."""
+    row: dict = {"generation": optimizer.state.generation}
+    frames = episodes = 0
+    wall = occupancy_sum = 0.0
+    phases = 0
+    while True:
+        pop = optimizer.ask()
+        result = evaluator.evaluate(pop, on_episode=on_episode)
+        metrics = optimizer.tell(result.fitness)
+        frames, episodes, phases = frames + result.frames, episodes + len(pop), phases + 1
+        wall, occupancy_sum = wall + result.wall_time, occupancy_sum + result.occupancy
+        if pop.phase == "train":
+            row.update(fitness_max=metrics["fitness_max"], fitness_mean=metrics["fitness_mean"],
+                       fitness_min=metrics["fitness_min"],
+                       episode_steps_mean=float(np.mean(result.steps)),
+                       timings={k: round(v, 4) for k, v in result.timings.items()})
+        for key in ("elite_score", "sigma", "grad_norm", "update_ratio"):
+            if key in metrics:
+                row[key] = metrics[key]
+        if metrics["generation_done"]:
+            break
+    totals.generation += 1
+    totals.frames += frames
+    totals.episodes += episodes
+    totals.wall_time += wall
+    row.update(frames=totals.frames, episodes=totals.episodes, wall_time=totals.wall_time,
+               generation_frames=frames, fps=frames / wall if wall > 0 else 0.0,
+               occupancy=occupancy_sum / phases, best_fitness=optimizer.state.best_fitness)
+    return row
+
+
+def generations(optimizer, evaluator, budget: Budget, totals: Totals | None = None,
+                on_episode: Callable | None = None) -> Iterator[dict]:
+    """Yield one metrics row per generation until ``budget`` is spent."""
+    totals = totals or Totals(generation=optimizer.state.generation)
+    while not budget.spent(totals):
+        yield one_generation(optimizer, evaluator, totals, on_episode)
+
+
+@dataclass
+class RunResult:
+    history: list[dict] = field(default_factory=list)
+    optimizer: object = None
+    policy: object = None

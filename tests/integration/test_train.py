@@ -1,0 +1,89 @@
+"""End to end: every optimizer trains on Atari through the evaluator, from Python and the CLI."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from neuroevo import SeedChain, train
+from neuroevo.config import Config
+
+TINY = dict(env__game="pong", env__episode_cap=25, net__name="small", algo__population=6,
+            algo__elite_candidates=2, algo__validation_episodes=2, engine__device="cpu",
+            engine__subsets=2, engine__slots=2, budget__generations=2)
+
+
+@pytest.mark.parametrize("algo", ["ga", "es", "rs"])
+def test_every_optimizer_trains_end_to_end(algo):
+    result = train(algo__name=algo, **TINY)
+    rows = result.history
+    assert [r["generation"] for r in rows] == [0, 1]
+    validation = 2 * 2 if algo != "es" else 0
+    assert rows[0]["episodes"] == 6 + validation and rows[1]["episodes"] == 2 * (6 + validation)
+    assert rows[1]["frames"] > rows[0]["frames"] > 0 and rows[1]["wall_time"] > 0
+    for r in rows:
+        assert r["fitness_max"] >= r["fitness_mean"] >= r["fitness_min"]
+        assert 0 < r["occupancy"] <= 1 and r["fps"] > 0
+    if algo != "es":
+        assert "elite_score" in rows[0] and result.optimizer.elite is not None
+
+
+def test_same_seed_same_metrics_whatever_the_layout():
+    def run(**layout):
+        history = train(algo__name="ga", **{**TINY, **layout}).history
+        return [(r["fitness_max"], r["fitness_mean"], r["elite_score"], r["frames"]) for r in history]
+    assert run() == run(engine__subsets=1, engine__slots=6, engine__env_threads=1)
+
+
+def cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "neuroevo", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+def test_cli_run_writes_a_run_directory(tmp_path):
+    out = cli("run", "ga", "--game", "pong", "--population", "6", "--generations", "2",
+              "--episode-cap", "25", "--set", "algo.elite_candidates=2",
+              "--set", "algo.validation_episodes=2", "--run-dir", "r", "--device", "cpu",
+              cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("\ngen ") == 2
+    rows = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["generation"] for r in rows] == [0, 1]
+    elite = json.loads((tmp_path / "r" / "elite.json").read_text())
+    assert elite["score"] == rows[-1]["elite_score"]
+    assert isinstance(SeedChain.from_json((tmp_path / "r" / "elite.json").read_text()), SeedChain)
+    assert "game: pong" in (tmp_path / "r" / "config.yaml").read_text()
+
+    again = cli("run", "ga", "--game", "pong", "--run-dir", "r", cwd=tmp_path)
+    assert again.returncode == 2 and "already holds a run" in again.stderr
+    assert len((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()) == 2  # untouched
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "ga", "--game", "brekout"], "unknown Atari game 'brekout'; did you mean 'breakout'?"),
+    (["run", "gaa"], "unknown algorithm 'gaa'; did you mean 'ga'?"),
+    (["run", "ga", "--net", "huge"], "unknown network 'huge'"),
+    (["run", "ga", "--set", "algo.truncaton=3"], "did you mean 'algo.truncation'"),
+    (["run", "ga", "--set", "algo.population=lots"], "algo.population must be int, got 'lots'"),
+    (["run", "ga", "--population", "0"], "population_size must be a positive integer, got 0"),
+    (["run", "ga", "--device", "cuda"], "CUDA is not available; use --device cpu"),
+])
+def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
+    if "cuda" in args:
+        pytest.importorskip("torch")
+        import torch
+        if torch.cuda.is_available():
+            pytest.skip("this machine has CUDA")
+    out = cli(*args, cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [f"neuroevo: error: {out.stderr.strip()[17:]}"]
+    assert message in out.stderr and "Traceback" not in out.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_config_defaults_are_quick_cpu_settings():
+    cfg = Config()
+    assert (cfg.algo.name, cfg.env.game, cfg.net.name, cfg.env.episode_cap) == ("ga", "breakout", "small", 5000)
+    assert np.isclose(cfg.algo.lr, 0.01)
