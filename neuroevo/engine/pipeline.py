@@ -18,13 +18,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from neuroevo.engine.slots import Slots, episode_seed
-from neuroevo.errors import ConfigError, check_range
+from neuroevo.errors import ConfigError, WorkerError, check_range
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
 
 STAGES = ("env_wait", "reset", "decode", "h2d", "forward", "d2h", "bookkeeping")
@@ -61,8 +62,9 @@ class EvalResult:
 class _Subset:
     def __init__(self, pool, slots: SlotParams):
         self.pool, self.params, self.slots = pool, slots, Slots(slots.num_rows)
-        self.in_flight = False
-        self.obs: np.ndarray | None = None  # [slots, *obs_shape] latest observations
+        self.in_flight = False  # a step was sent and not yet received
+        self.resetting: Future | None = None  # a reset running in the helper thread
+        self.obs: np.ndarray | None = None  # [slots, *obs_shape] uint8 latest observations
 
 
 class Evaluator:
@@ -78,19 +80,27 @@ class Evaluator:
         frameskip: emulator frames per agent step, for frame counts.
         device: where slot parameters live and forward passes run.
         seed: the run seed that episode seeds derive from.
+        async_resets: reset envs in helper threads (default: on unless the device is the CPU,
+            where they compete with the forward pass for the same cores).
     """
 
     def __init__(self, policy: BatchedPolicy, make_pool: Callable, *, subsets: int = 2,
                  slots: int = 32, episode_cap: int | None = None, frameskip: int = 1,
-                 device="auto", seed: int = 0):
+                 device="auto", seed: int = 0, async_resets: bool | None = None):
         check_range("subsets", subsets, isinstance(subsets, int) and subsets >= 1, ">= 1")
         check_range("slots", slots, isinstance(slots, int) and slots >= 1, ">= 1")
         self.policy, self.episode_cap, self.frameskip = policy, episode_cap, frameskip
         self.device, self.seed = resolve_device(device), seed
         self.subsets = [_Subset(make_pool(slots), SlotParams(policy.spec, slots, self.device))
                         for _ in range(subsets)]
+        if async_resets is None:
+            async_resets = self.device.type != "cpu"
+        self._resetter = (ThreadPoolExecutor(subsets, thread_name_prefix="neuroevo-reset")
+                          if async_resets else None)
 
     def close(self) -> None:
+        if self._resetter is not None:
+            self._resetter.shutdown()
         for sub in self.subsets:
             sub.pool.close()
 
@@ -126,9 +136,17 @@ class Evaluator:
                 seeds.append(episode_seed(self.seed, pop.generation, pop.phase, next_member))
                 next_member += 1
             if mask.any():
-                t = time.perf_counter()
-                sub.obs = sub.pool.reset(mask, np.array(seeds, dtype=np.int64))
-                timings["reset"] += time.perf_counter() - t
+                seeds = np.array(seeds, dtype=np.int64)
+                if self._resetter is not None:
+                    # overlap: seeded resets reload the ROM (tens of ms); they run in a helper
+                    # thread (the GIL is released) while the driver serves the other subsets.
+                    sub.resetting = self._resetter.submit(sub.pool.reset, mask, seeds)
+                else:
+                    # On a CPU the reset would only take cores from the forward pass.
+                    t = time.perf_counter()
+                    sub.resetting = Future()
+                    sub.resetting.set_result(sub.pool.reset(mask, seeds))
+                    timings["reset"] += time.perf_counter() - t
 
         def act(sub: _Subset) -> None:
             """Forward pass of the running episodes' rows, then send every env its action."""
@@ -154,11 +172,23 @@ class Evaluator:
         for sub in self.subsets:
             sub.slots = Slots(sub.params.num_rows)
             refill(sub, np.arange(sub.params.num_rows))
-            if sub.slots.count:
-                act(sub)
 
-        while any(sub.in_flight for sub in self.subsets):
-            for sub in self.subsets:
+        while any(sub.in_flight or sub.resetting for sub in self.subsets):
+            for i, sub in enumerate(self.subsets):
+                if sub.resetting is not None:
+                    if not sub.resetting.done() and any(o.in_flight for o in self.subsets):
+                        continue  # serve the subsets that are stepping first
+                    t = time.perf_counter()
+                    try:
+                        sub.obs = sub.resetting.result()
+                    except Exception as e:
+                        raise WorkerError(f"subset {i}: resetting its envs failed: {e}") from e
+                    finally:
+                        sub.resetting = None
+                    timings["reset"] += time.perf_counter() - t
+                    if sub.slots.count:
+                        act(sub)
+                    continue
                 if not sub.in_flight:
                     continue
                 t = time.perf_counter()
@@ -176,7 +206,7 @@ class Evaluator:
                 timings["bookkeeping"] += time.perf_counter() - t1
                 if len(ended):
                     refill(sub, ended)
-                if sub.slots.count:
+                if sub.resetting is None and sub.slots.count:
                     act(sub)
 
         wall = time.perf_counter() - start

@@ -45,13 +45,13 @@ def naive_episode(config, template, spec, params, seed):
             return total, steps
 
 
-def evaluate(setup, subsets, slots, threads):
+def evaluate(setup, subsets, slots, threads, async_resets=False):
     config, template, spec, pop = setup
     torch.set_num_threads(threads)
     try:
         ev = Evaluator(BatchedPolicy(template, spec), lambda n: AtariPool(config, n, threads),
                        subsets=subsets, slots=slots, episode_cap=CAP, frameskip=4,
-                       device="cpu", seed=5)
+                       device="cpu", seed=5, async_resets=async_resets)
         result = ev.evaluate(pop)
         ev.close()
         return result
@@ -113,5 +113,6 @@ def test_fitness_does_not_depend_on_subsets_slots_or_threads(setup):
     a = evaluate(setup, subsets=1, slots=7, threads=1)
     b = evaluate(setup, subsets=2, slots=2, threads=2)
     c = evaluate(setup, subsets=3, slots=1, threads=1)
-    assert np.array_equal(a.fitness, b.fitness) and np.array_equal(a.steps, b.steps)
-    assert np.array_equal(a.fitness, c.fitness) and np.array_equal(a.steps, c.steps)
+    d = evaluate(setup, subsets=2, slots=3, threads=2, async_resets=True)
+    for other in (b, c, d):
+        assert np.array_equal(a.fitness, other.fitness) and np.array_equal(a.steps, other.steps)
