@@ -86,8 +86,8 @@ def _bench(args) -> int:
     from neuroevo.bench import BenchConfig, format_table, run_bench, write_json
 
     cfg = BenchConfig(game=args.game, net=args.net, population=args.population,
-                      seconds=args.seconds, device=args.device, subsets=args.subsets,
-                      slots=args.slots, env_threads=args.env_threads,
+                      seconds=args.seconds, rounds=args.rounds, device=args.device,
+                      subsets=args.subsets, slots=args.slots, env_threads=args.env_threads,
                       episode_cap=args.episode_cap, seed=args.seed)
     result = run_bench(cfg, log=lambda m: print(m, file=sys.stderr, flush=True))
     print(format_table(result))
@@ -133,7 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--game", default="breakout")
     bench.add_argument("--net", default="large", help="large | small")
     bench.add_argument("--population", type=int, default=64)
-    bench.add_argument("--seconds", type=float, default=20.0, help="per measurement")
+    bench.add_argument("--seconds", type=float, default=20.0, help="per measurement and round")
+    bench.add_argument("--rounds", type=int, default=2,
+                       help="interleaved repetitions; each figure is its best round")
     bench.add_argument("--device", default="auto")
     bench.add_argument("--subsets", type=int, default=None, help="default: automatic")
     bench.add_argument("--slots", type=int, default=None, help="per subset; default: automatic")

@@ -87,3 +87,17 @@ def test_config_defaults_are_quick_cpu_settings():
     cfg = Config()
     assert (cfg.algo.name, cfg.env.game, cfg.net.name, cfg.env.episode_cap) == ("ga", "breakout", "small", 5000)
     assert np.isclose(cfg.algo.lr, 0.01)
+
+
+def test_bench_reports_every_figure(tmp_path):
+    out = cli("bench", "--net", "small", "--population", "4", "--seconds", "0.3",
+              "--rounds", "1", "--episode-cap", "20", "--json", "b.json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    r = json.loads((tmp_path / "b.json").read_text())
+    for key in ("sim_only_fps", "inference_only_fps", "naive_fps", "engine_fps", "bound_fps"):
+        assert r[key] > 0
+    sim, inf = r["sim_only_fps"], r["inference_only_fps"]
+    assert r["bound_fps"] == pytest.approx(1 / (1 / sim + 1 / inf))  # CPU: shared cores
+    assert r["efficiency"] == pytest.approx(r["engine_fps"] / r["bound_fps"])
+    assert r["speedup_vs_naive"] == pytest.approx(r["engine_fps"] / r["naive_fps"])
+    assert "efficiency" in out.stdout and "speedup_vs_naive" in out.stdout
