@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import sys
 
@@ -15,20 +14,42 @@ import neuroevo
 from neuroevo.errors import NeuroevoError
 
 
-def _atomic_write(path: str, text: str) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
+    """The generation loop of ``run`` and ``resume``: a checkpoint after every generation."""
+    from neuroevo.loop import generations
+
+    def on_episode(done, total, score):
+        if progress:
+            print(f"\r  episodes {done}/{total}  last score {score:.0f}   ", end="", flush=True)
+
+    try:
+        for row in generations(built.optimizer, built.evaluator, budget, totals, on_episode):
+            history.append(row)
+            run_dir.save(built.optimizer, totals, history)
+            elite = row.get("elite_score")
+            print(("\r" if progress else "") +
+                  f"gen {row['generation']:>4}  frames {row['frames']:>11,}  "
+                  f"fps {row['fps']:>7,.0f}  max {row['fitness_max']:>8.1f}  "
+                  f"mean {row['fitness_mean']:>8.1f}"
+                  + (f"  elite {elite:>8.1f}" if elite is not None else ""), flush=True)
+    finally:
+        built.evaluator.close()
+
+
+def _budget(cfg, generations, frames):
+    from neuroevo.loop import Budget
+
+    if generations is not None or frames is not None:
+        cfg.budget.generations, cfg.budget.frames = generations or 0, frames or 0
+    return Budget(cfg.budget.generations or None, cfg.budget.frames or None)
 
 
 def _run(args) -> int:
-    import yaml
-
     from neuroevo.build import build
-    from neuroevo.config import Config, override, to_dict
+    from neuroevo.checkpoint import RunDir
+    from neuroevo.config import Config, override
     from neuroevo.errors import ConfigError
-    from neuroevo.loop import Budget, generations
+    from neuroevo.loop import Totals
 
     cfg = Config()
     for key, value in (("algo.name", args.algo), ("env.game", args.game), ("seed", args.seed),
@@ -43,42 +64,36 @@ def _run(args) -> int:
         override(cfg, *item.split("=", 1))
     if not cfg.budget.generations and not cfg.budget.frames:
         cfg.budget.generations = 10
-    built = build(cfg)  # validates names and values before anything is written
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = args.run_dir or os.path.join("runs", f"{cfg.algo.name}-{cfg.env.game}-{stamp}")
-    if os.path.exists(os.path.join(run_dir, "metrics.jsonl")) and not args.force:
-        built.evaluator.close()
-        raise ConfigError(f"run directory {run_dir} already holds a run; pick another "
-                          "--run-dir or pass --force to overwrite it")
-    os.makedirs(run_dir, exist_ok=True)
-    _atomic_write(os.path.join(run_dir, "config.yaml"), yaml.safe_dump(to_dict(cfg)))
-    metrics_path = os.path.join(run_dir, "metrics.jsonl")
-    _atomic_write(metrics_path, "")
-    progress = sys.stdout.isatty() and not args.no_progress
+    name = f"{cfg.algo.name}-{cfg.env.game}-{stamp}"
+    run_dir = RunDir(args.run_dir or os.path.join("runs", name))
+    run_dir.ensure_free(args.force)
+    built = build(cfg)  # validates names and values before anything is written
+    run_dir.create(cfg, force=args.force)
     print(f"neuroevo {neuroevo.__version__}: {cfg.algo.name} on {cfg.env.game}, "
-          f"{cfg.net.name} net, population {cfg.algo.population}, run dir {run_dir}", flush=True)
+          f"{cfg.net.name} net, population {cfg.algo.population}, run dir {run_dir.path}",
+          flush=True)
+    budget = _budget(cfg, None, None)
+    _train(built, run_dir, budget, Totals(), [], sys.stdout.isatty() and not args.no_progress)
+    return 0
 
-    def on_episode(done, total, score):
-        if progress:
-            print(f"\r  episodes {done}/{total}  last score {score:.0f}   ", end="", flush=True)
 
-    budget = Budget(cfg.budget.generations or None, cfg.budget.frames or None)
-    try:
-        for row in generations(built.optimizer, built.evaluator, budget, on_episode=on_episode):
-            with open(metrics_path, "a") as f:  # one complete line per generation
-                f.write(json.dumps(row) + "\n")
-            elite = row.get("elite_score")
-            print(("\r" if progress else "") +
-                  f"gen {row['generation']:>4}  frames {row['frames']:>11,}  "
-                  f"fps {row['fps']:>7,.0f}  max {row['fitness_max']:>8.1f}  "
-                  f"mean {row['fitness_mean']:>8.1f}"
-                  + (f"  elite {elite:>8.1f}" if elite is not None else ""), flush=True)
-            if getattr(built.optimizer, "elite", None) is not None:
-                _atomic_write(os.path.join(run_dir, "elite.json"),
-                              built.optimizer.elite.to_json(score=elite,
-                                                            generation=row["generation"]))
-    finally:
-        built.evaluator.close()
+def _resume(args) -> int:
+    from neuroevo.build import build
+    from neuroevo.checkpoint import RunDir
+
+    run_dir = RunDir(args.run_dir)
+    cfg = run_dir.load_config()
+    state = run_dir.load()
+    budget = _budget(cfg, args.generations, args.frames)
+    built = build(cfg)
+    built.optimizer.load_state_dict(state["optimizer"])
+    totals, history = state["totals"], state["history"]
+    run_dir.write_metrics(history)  # drop rows written after the checkpoint, if any
+    print(f"neuroevo {neuroevo.__version__}: resuming {run_dir.path} after generation "
+          f"{totals.generation - 1} ({totals.frames:,} frames)", flush=True)
+    _train(built, run_dir, budget, totals, history,
+           sys.stdout.isatty() and not args.no_progress)
     return 0
 
 
@@ -127,6 +142,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--force", action="store_true", help="overwrite a run dir in use")
     run.add_argument("--no-progress", action="store_true", help="no live progress line")
     run.set_defaults(handler=_run)
+
+    resume = sub.add_parser("resume", formatter_class=fmt,
+                            help="continue a run from its last checkpoint",
+                            description="Continue a run from its last checkpoint; the result "
+                                        "equals a run that never stopped.")
+    resume.add_argument("run_dir", help="the run directory that 'neuroevo run' printed")
+    resume.add_argument("--generations", type=int, default=None,
+                        help="new total generation budget (default: the run's own)")
+    resume.add_argument("--frames", type=int, default=None,
+                        help="new total frame budget (default: the run's own)")
+    resume.add_argument("--no-progress", action="store_true", help="no live progress line")
+    resume.set_defaults(handler=_resume)
 
     bench = sub.add_parser("bench", formatter_class=fmt,
                            help="measure the engine against its bounds and a naive loop")

@@ -1,0 +1,80 @@
+"""A run stopped after generation k (budget, or kill -9) and resumed equals one that never stopped."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+TINY = ["--game", "pong", "--population", "6", "--episode-cap", "25", "--device", "cpu",
+        "--set", "algo.elite_candidates=2", "--set", "algo.validation_episodes=2",
+        "--set", "engine.slots=2", "--no-progress"]
+DETERMINISTIC = ("generation", "frames", "episodes", "fitness_max", "fitness_mean",
+                 "fitness_min", "elite_score", "sigma", "best_fitness")
+
+
+def neuroevo(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "neuroevo", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=600)
+
+
+def rows(run_dir):
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [{k: r.get(k) for k in DETERMINISTIC} for r in map(json.loads, lines)]
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("straight")
+    out = neuroevo("run", "ga", *TINY, "--generations", "4", "--run-dir", "r", cwd=cwd)
+    assert out.returncode == 0, out.stderr
+    return cwd / "r"
+
+
+def test_resume_after_the_budget_equals_an_uninterrupted_run(tmp_path, straight):
+    out = neuroevo("run", "ga", *TINY, "--generations", "2", "--run-dir", "r", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert len(rows(tmp_path / "r")) == 2
+    out = neuroevo("resume", "r", "--generations", "4", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "resuming r after generation 1" in out.stdout
+    assert rows(tmp_path / "r") == rows(straight)
+    assert (json.loads((tmp_path / "r" / "elite.json").read_text())["seeds"] ==
+            json.loads((straight / "elite.json").read_text())["seeds"])
+    assert len((tmp_path / "r" / "metrics.csv").read_text().splitlines()) == 1 + 4
+
+
+def test_resume_after_kill_9_equals_an_uninterrupted_run(tmp_path, straight):
+    proc = subprocess.Popen([sys.executable, "-m", "neuroevo", "run", "ga", *TINY,
+                             "--generations", "4", "--run-dir", "r"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metrics = tmp_path / "r" / "metrics.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (metrics.exists() and metrics.read_text().strip()):
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)  # mid-generation 1 (or later): no chance to clean up
+    proc.wait()
+    done = len(rows(tmp_path / "r"))
+    assert 1 <= done <= 4
+    out = neuroevo("resume", "r", cwd=tmp_path)  # the run's own budget: 4 generations
+    assert out.returncode == 0, out.stderr
+    assert rows(tmp_path / "r") == rows(straight)
+    assert not list((tmp_path / "r").rglob("*.tmp"))
+
+
+def test_resume_errors_are_one_line_exit_2(tmp_path):
+    out = neuroevo("resume", "nowhere", cwd=tmp_path)
+    assert out.returncode == 2 and "run directory nowhere does not exist" in out.stderr
+    (tmp_path / "empty").mkdir()
+    out = neuroevo("resume", "empty", cwd=tmp_path)
+    assert out.returncode == 2 and "not a neuroevo run directory" in out.stderr
+    out = neuroevo("run", "ga", *TINY, "--generations", "1", "--run-dir", "r", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    (tmp_path / "r" / "checkpoint" / "state.pt").write_bytes(b"garbage")
+    out = neuroevo("resume", "r", cwd=tmp_path)
+    assert out.returncode == 2 and "checkpoint r/checkpoint/state.pt is corrupt" in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert len(rows(tmp_path / "r")) == 1  # the metrics already written are kept
