@@ -38,20 +38,20 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
                    ) -> dict:
     """Run every phase of the optimizer's current generation; update ``totals``; return a row."""
     row: dict = {"generation": optimizer.state.generation}
-    frames = episodes = 0
+    frames = episodes = phases = 0
     wall = occupancy_sum = 0.0
-    phases = 0
+    timings: dict[str, float] = {}  # seconds per pipeline stage, all phases
     while True:
         pop = optimizer.ask()
         result = evaluator.evaluate(pop, on_episode=on_episode)
         metrics = optimizer.tell(result.fitness)
         frames, episodes, phases = frames + result.frames, episodes + len(pop), phases + 1
         wall, occupancy_sum = wall + result.wall_time, occupancy_sum + result.occupancy
+        timings = {k: timings.get(k, 0.0) + v for k, v in result.timings.items()}
         if pop.phase == "train":
             row.update(fitness_max=metrics["fitness_max"], fitness_mean=metrics["fitness_mean"],
                        fitness_min=metrics["fitness_min"],
-                       episode_steps_mean=float(np.mean(result.steps)),
-                       timings={k: round(v, 4) for k, v in result.timings.items()})
+                       episode_steps_mean=float(np.mean(result.steps)))
         for key in ("elite_score", "sigma", "grad_norm", "update_ratio"):
             if key in metrics:
                 row[key] = metrics[key]
@@ -63,7 +63,8 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
     totals.wall_time += wall
     row.update(frames=totals.frames, episodes=totals.episodes, wall_time=totals.wall_time,
                generation_frames=frames, fps=frames / wall if wall > 0 else 0.0,
-               occupancy=occupancy_sum / phases, best_fitness=optimizer.state.best_fitness)
+               occupancy=occupancy_sum / phases, best_fitness=optimizer.state.best_fitness,
+               timings={k: round(v, 4) for k, v in timings.items()})
     return row
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from neuroevo.engine.slots import Slots, episode_seed
+from neuroevo.engine.slots import IDLE, Slots, episode_seed
 from neuroevo.errors import ConfigError, WorkerError, check_range
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
 
@@ -123,7 +123,7 @@ class Evaluator:
             seeds = []
             for env in free:
                 if next_member >= n:
-                    if sub.slots.member[env] != -1:
+                    if sub.slots.member[env] != IDLE:
                         move = sub.slots.stop(env)
                         if move:
                             sub.params.move(*move)
