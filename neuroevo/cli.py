@@ -111,8 +111,17 @@ def _bench(args) -> int:
     return 0
 
 
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows defaults, except ``None`` (flags whose help states the config's default)."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    from neuroevo.config import Config
+
+    fmt, d = _Formatter, Config()
     parser = argparse.ArgumentParser(
         prog="neuroevo", formatter_class=fmt,
         description="Pipelined CPU-GPU neuroevolution: Deep GA, OpenAI-ES and random search "
@@ -124,21 +133,22 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Train with Deep GA (ga), OpenAI-ES (es) or random "
                                      "search (rs). Defaults are quick CPU settings.")
     run.add_argument("algo", help="ga | es | rs")
-    run.add_argument("--game", default=None, help="Atari ROM id, e.g. breakout, ms_pacman "
-                                                  "(default: breakout)")
-    run.add_argument("--net", default=None, help="large | small (default: small)")
-    run.add_argument("--population", type=int, default=None, help="members per generation "
-                                                                   "(default: 64)")
-    run.add_argument("--generations", type=int, default=None,
+    run.add_argument("--game", help=f"Atari ROM id, e.g. breakout, ms_pacman "
+                                    f"(default: {d.env.game})")
+    run.add_argument("--net", help=f"large | small (default: {d.net.name})")
+    run.add_argument("--population", type=int,
+                     help=f"members per generation (default: {d.algo.population})")
+    run.add_argument("--generations", type=int,
                      help="stop after N generations (default: 10 without --frames)")
-    run.add_argument("--frames", type=int, default=None, help="stop after N emulator frames")
-    run.add_argument("--episode-cap", type=int, default=None,
-                     help="agent steps per training episode (default: 5000)")
-    run.add_argument("--seed", type=int, default=None, help="run seed (default: 0)")
-    run.add_argument("--device", default=None, help="auto | cpu | cuda (default: auto)")
+    run.add_argument("--frames", type=int, help="stop after N emulator frames")
+    run.add_argument("--episode-cap", type=int,
+                     help=f"agent steps per training episode (default: {d.env.episode_cap})")
+    run.add_argument("--seed", type=int, help=f"run seed (default: {d.seed})")
+    run.add_argument("--device", help=f"auto | cpu | cuda (default: {d.engine.device})")
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="any config key, e.g. --set algo.truncation=20 (repeatable)")
-    run.add_argument("--run-dir", default=None, help="default: runs/<algo>-<game>-<time>")
+    run.add_argument("--run-dir", help="where to write the run (default: "
+                                       "runs/<algo>-<game>-<time>)")
     run.add_argument("--force", action="store_true", help="overwrite a run dir in use")
     run.add_argument("--no-progress", action="store_true", help="no live progress line")
     run.set_defaults(handler=_run)
@@ -148,29 +158,29 @@ def build_parser() -> argparse.ArgumentParser:
                             description="Continue a run from its last checkpoint; the result "
                                         "equals a run that never stopped.")
     resume.add_argument("run_dir", help="the run directory that 'neuroevo run' printed")
-    resume.add_argument("--generations", type=int, default=None,
+    resume.add_argument("--generations", type=int,
                         help="new total generation budget (default: the run's own)")
-    resume.add_argument("--frames", type=int, default=None,
+    resume.add_argument("--frames", type=int,
                         help="new total frame budget (default: the run's own)")
     resume.add_argument("--no-progress", action="store_true", help="no live progress line")
     resume.set_defaults(handler=_resume)
 
     bench = sub.add_parser("bench", formatter_class=fmt,
                            help="measure the engine against its bounds and a naive loop")
-    bench.add_argument("--game", default="breakout")
+    bench.add_argument("--game", default="breakout", help="Atari ROM id")
     bench.add_argument("--net", default="large", help="large | small")
-    bench.add_argument("--population", type=int, default=64)
+    bench.add_argument("--population", type=int, default=64, help="members per generation")
     bench.add_argument("--seconds", type=float, default=20.0, help="per measurement and round")
     bench.add_argument("--rounds", type=int, default=2,
                        help="interleaved repetitions; each figure is its best round")
-    bench.add_argument("--device", default="auto")
-    bench.add_argument("--subsets", type=int, default=None, help="default: automatic")
-    bench.add_argument("--slots", type=int, default=None, help="per subset; default: automatic")
+    bench.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    bench.add_argument("--subsets", type=int, help="subsets of slots (default: automatic)")
+    bench.add_argument("--slots", type=int, help="slots per subset (default: automatic)")
     bench.add_argument("--env-threads", type=int, default=0, help="per subset; 0: ale-py's")
     bench.add_argument("--episode-cap", type=int, default=1000,
                        help="agent steps per episode (short, so a generation fits the time)")
-    bench.add_argument("--seed", type=int, default=0)
-    bench.add_argument("--json", default=None, help="also write the figures to this file")
+    bench.add_argument("--seed", type=int, default=0, help="seed of the population and envs")
+    bench.add_argument("--json", help="also write the figures to this file")
     bench.set_defaults(handler=_bench)
     return parser
 
