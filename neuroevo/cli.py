@@ -47,11 +47,11 @@ def _budget(cfg, generations, frames):
 def _run(args) -> int:
     from neuroevo.build import build
     from neuroevo.checkpoint import RunDir
-    from neuroevo.config import Config, override
+    from neuroevo.config import Config, load, override
     from neuroevo.errors import ConfigError
     from neuroevo.loop import Totals
 
-    cfg = Config()
+    cfg = load(args.config) if args.config else Config()
     for key, value in (("algo.name", args.algo), ("env.game", args.game), ("seed", args.seed),
                        ("algo.population", args.population), ("net.name", args.net),
                        ("budget.generations", args.generations), ("budget.frames", args.frames),
@@ -145,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"agent steps per training episode (default: {d.env.episode_cap})")
     run.add_argument("--seed", type=int, help=f"run seed (default: {d.seed})")
     run.add_argument("--device", help=f"auto | cpu | cuda (default: {d.engine.device})")
+    run.add_argument("--config", metavar="FILE.yaml",
+                     help="config overrides, e.g. experiments/configs/deep_ga_atari.yaml")
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="any config key, e.g. --set algo.truncation=20 (repeatable)")
     run.add_argument("--run-dir", help="where to write the run (default: "

@@ -131,3 +131,17 @@ def from_dict(data: dict) -> Config:
     walk(data)
     return cfg
 
+
+def load(path: str) -> Config:
+    """A config from a YAML file of overrides (see ``experiments/configs/``)."""
+    import yaml
+
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f) or {}
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}; check the path") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {path} is not valid YAML ({str(e).splitlines()[0]})"
+                          ) from None
+    return from_dict(data)

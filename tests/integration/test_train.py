@@ -1,6 +1,7 @@
 """End to end: every optimizer trains on Atari through the evaluator, from Python and the CLI."""
 
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -61,6 +62,16 @@ def test_cli_run_writes_a_run_directory(tmp_path):
     assert len((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()) == 2  # untouched
 
 
+def test_cli_run_from_a_config_file(tmp_path):
+    config = pathlib.Path(__file__).parents[2] / "experiments" / "configs" / "quick_cpu_atari.yaml"
+    out = cli("run", "ga", "--config", str(config), "--generations", "1", "--set",
+              "algo.population=6", "--run-dir", "r", "--device", "cpu", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    saved = (tmp_path / "r" / "config.yaml").read_text()
+    assert "game: pong" in saved and "population: 6" in saved and "episode_cap: 100" in saved
+    assert len((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()) == 1
+
+
 @pytest.mark.parametrize("args, message", [
     (["run", "ga", "--game", "brekout"], "unknown Atari game 'brekout'; did you mean 'breakout'?"),
     (["run", "gaa"], "unknown algorithm 'gaa'; did you mean 'ga'?"),
@@ -69,6 +80,7 @@ def test_cli_run_writes_a_run_directory(tmp_path):
     (["run", "ga", "--set", "algo.population=lots"], "algo.population must be int, got 'lots'"),
     (["run", "ga", "--population", "0"], "population_size must be a positive integer, got 0"),
     (["run", "ga", "--device", "cuda"], "CUDA is not available; use --device cpu"),
+    (["run", "ga", "--config", "nope.yaml"], "cannot read config file nope.yaml"),
 ])
 def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
     if "cuda" in args:

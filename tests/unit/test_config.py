@@ -31,3 +31,32 @@ def test_dict_round_trip():
     assert "engine.device" in keys() and "budget.frames" in keys()
     with pytest.raises(UnknownName, match=r"unknown config key 'env\.gam'"):
         from_dict({"env": {"gam": "pong"}})
+
+
+def test_shipped_experiment_configs_load():
+    import pathlib
+
+    from neuroevo.config import load
+    files = sorted((pathlib.Path(__file__).parents[2] / "experiments" / "configs").glob("*.yaml"))
+    assert len(files) >= 4
+    for f in files:
+        cfg = load(str(f))
+        assert cfg.algo.name in ("ga", "es", "rs")
+    paper = load(str(files[0].parent / "deep_ga_atari.yaml"))
+    assert (paper.algo.population, paper.algo.truncation, paper.algo.sigma) == (1000, 20, 0.002)
+    assert (paper.algo.elite_candidates, paper.algo.validation_episodes) == (10, 30)
+    assert (paper.net.name, paper.env.episode_cap, paper.budget.frames) == ("large", 5000, 10**9)
+
+
+def test_bad_config_files(tmp_path):
+    from neuroevo.config import load
+    bad_key = tmp_path / "a.yaml"
+    bad_key.write_text("algo:\n  populaton: 3\n")
+    with pytest.raises(UnknownName, match=r"did you mean 'algo\.population'"):
+        load(str(bad_key))
+    bad_yaml = tmp_path / "b.yaml"
+    bad_yaml.write_text("algo: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"is not valid YAML"):
+        load(str(bad_yaml))
+    with pytest.raises(ConfigError, match=r"cannot read config file .*missing.yaml"):
+        load(str(tmp_path / "missing.yaml"))
