@@ -54,10 +54,6 @@ class EvalResult:
     timings: dict = field(default_factory=dict)  # seconds per pipeline stage
     occupancy: float = 0.0  # mean fraction of slots computed per forward pass
 
-    @property
-    def fps(self) -> float:
-        return self.frames / self.wall_time if self.wall_time > 0 else 0.0
-
 
 class _Subset:
     def __init__(self, pool, slots: SlotParams):
