@@ -118,6 +118,14 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
         return action.help if action.default is None else super()._get_help_string(action)
 
 
+def _plot(args) -> int:
+    from neuroevo.plot import plot_runs
+
+    plot_runs(args.run_dirs, args.output, args.x)
+    print(f"wrote {args.output}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from neuroevo.config import Config
 
@@ -166,6 +174,16 @@ def build_parser() -> argparse.ArgumentParser:
                         help="new total frame budget (default: the run's own)")
     resume.add_argument("--no-progress", action="store_true", help="no live progress line")
     resume.set_defaults(handler=_resume)
+
+    plot = sub.add_parser("plot", formatter_class=fmt, help="draw learning curves of runs",
+                          description="Elite, max and mean fitness of each run, one panel "
+                                      "per run, against frames, generations or time.")
+    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    plot.add_argument("-o", "--output", required=True, metavar="FILE.png",
+                      help="the image to write (.png, .pdf or .svg)")
+    plot.add_argument("--x", choices=("frames", "generations", "time"), default="frames",
+                      help="the x axis")
+    plot.set_defaults(handler=_plot)
 
     bench = sub.add_parser("bench", formatter_class=fmt,
                            help="measure the engine against its bounds and a naive loop")

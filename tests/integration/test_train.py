@@ -113,3 +113,15 @@ def test_bench_reports_every_figure(tmp_path):
     assert r["efficiency"] == pytest.approx(r["engine_fps"] / r["bound_fps"])
     assert r["speedup_vs_naive"] == pytest.approx(r["engine_fps"] / r["naive_fps"])
     assert "efficiency" in out.stdout and "speedup_vs_naive" in out.stdout
+
+
+def test_cli_plot(tmp_path):
+    runs = pathlib.Path(__file__).parents[2] / "experiments" / "learning"
+    out = cli("plot", str(runs / "ga-frostbite-small"), str(runs / "ga-breakout-small"),
+              "-o", "c.png", "--x", "generations", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "empty").mkdir()
+    out = cli("plot", "empty", "-o", "d.png", cwd=tmp_path)
+    assert out.returncode == 2 and "cannot read empty/metrics.jsonl" in out.stderr
+    assert not (tmp_path / "d.png").exists()
