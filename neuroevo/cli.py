@@ -118,6 +118,19 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
         return action.help if action.default is None else super()._get_help_string(action)
 
 
+def _play(args) -> int:
+    from neuroevo.checkpoint import RunDir
+    from neuroevo.play import play
+
+    scores, recorded = play(RunDir(args.run_dir), args.episodes, args.video)
+    print("scores: " + " ".join(f"{s:g}" for s in scores))
+    print(f"mean {scores.mean():.1f}  std {scores.std():.1f}  min {scores.min():g}  "
+          f"max {scores.max():g}  over {len(scores)} episodes")
+    if args.video:
+        print(f"wrote {args.video} (episode 1, score {recorded:g})")
+    return 0
+
+
 def _plot(args) -> int:
     from neuroevo.plot import plot_runs
 
@@ -174,6 +187,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="new total frame budget (default: the run's own)")
     resume.add_argument("--no-progress", action="store_true", help="no live progress line")
     resume.set_defaults(handler=_resume)
+
+    play_ = sub.add_parser("play", formatter_class=fmt,
+                           help="score a run's saved policy and record a video",
+                           description="Evaluate the elite (GA/RS) or centre (ES) of a run's "
+                                       "last checkpoint on fresh, reproducible episodes.")
+    play_.add_argument("run_dir", help="a run directory")
+    play_.add_argument("--episodes", type=int, default=10, help="episodes to play")
+    play_.add_argument("--video", metavar="FILE.gif", help="record the first episode")
+    play_.set_defaults(handler=_play)
 
     plot = sub.add_parser("plot", formatter_class=fmt, help="draw learning curves of runs",
                           description="Elite, max and mean fitness of each run, one panel "

@@ -125,3 +125,25 @@ def test_cli_plot(tmp_path):
     out = cli("plot", "empty", "-o", "d.png", cwd=tmp_path)
     assert out.returncode == 2 and "cannot read empty/metrics.jsonl" in out.stderr
     assert not (tmp_path / "d.png").exists()
+
+
+@pytest.mark.parametrize("algo", ["ga", "es"])
+def test_cli_play_scores_and_records_the_saved_policy(tmp_path, algo):
+    out = cli("run", algo, "--game", "pong", "--population", "6", "--generations", "1",
+              "--episode-cap", "40", "--set", "algo.elite_candidates=2",
+              "--set", "algo.validation_episodes=2", "--run-dir", "r", "--device", "cpu",
+              cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    first = cli("play", "r", "--episodes", "3", "--video", "v.gif", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    scores = first.stdout.splitlines()[0].split()[1:]
+    assert len(scores) == 3
+    # The recorded episode is the first play episode: same seed, same actions, same score.
+    assert f"(episode 1, score {scores[0]})" in first.stdout
+    assert (tmp_path / "v.gif").read_bytes()[:6] == b"GIF89a"
+    again = cli("play", "r", "--episodes", "3", cwd=tmp_path)
+    assert again.stdout.splitlines()[0] == first.stdout.splitlines()[0]  # reproducible
+    for args, message in ((["--video", "v.mp4"], "--video must name a .gif file"),
+                          (["--episodes", "0"], "--episodes must be >= 1, got 0")):
+        bad = cli("play", "r", *args, cwd=tmp_path)
+        assert bad.returncode == 2 and message in bad.stderr
