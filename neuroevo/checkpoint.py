@@ -5,6 +5,7 @@ Layout of a run directory::
     config.yaml          the fully resolved config (enough to rerun)
     metrics.jsonl/.csv   one row per generation
     elite.json           the elite's compact genome (GA / RS)
+    policy.pt            the elite's (GA / RS) or centre's (ES) parameters and layout
     checkpoint/state.pt  optimizer state, counters and the metric rows
 
 Every file is written to a temporary name and renamed, so a crash (even ``kill -9``) leaves
@@ -80,8 +81,8 @@ class RunDir:
             raise CheckpointError(f"{self.file('config.yaml')} is missing or corrupt ({e}); "
                                   "this is not a neuroevo run directory") from None
 
-    def save(self, optimizer, totals: Totals, history: list[dict]) -> None:
-        """Checkpoint first, then the files derived from it."""
+    def save(self, optimizer, totals: Totals, history: list[dict], spec=None) -> None:
+        """Checkpoint first, then the files derived from it (``spec``: the policy's layout)."""
         buffer = io.BytesIO()
         torch.save({"optimizer": optimizer.state_dict(), "totals": dataclasses.asdict(totals),
                     "history": history}, buffer)
@@ -92,6 +93,15 @@ class RunDir:
             atomic_write(self.file("elite.json"), elite.to_json(
                 score=optimizer.state.elite_score, generation=totals.generation - 1,
                 noise=optimizer.noise.spec, num_params=optimizer.num_params))
+            params = optimizer.decoder().decode(elite)
+        else:
+            params = getattr(optimizer, "center", None)
+        if params is not None and spec is not None:
+            # Usable without neuroevo's genomes: torch.load(...)["params"] as named tensors.
+            buffer = io.BytesIO()
+            torch.save({"params": {k: v.clone() for k, v in spec.unflatten(params).items()},
+                        "generation": totals.generation - 1}, buffer)
+            atomic_write(self.file("policy.pt"), buffer.getvalue())
 
     def load(self) -> dict:
         if not os.path.exists(self.checkpoint):

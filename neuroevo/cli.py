@@ -25,7 +25,7 @@ def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
     try:
         for row in generations(built.optimizer, built.evaluator, budget, totals, on_episode):
             history.append(row)
-            run_dir.save(built.optimizer, totals, history)
+            run_dir.save(built.optimizer, totals, history, built.policy.spec)
             elite = row.get("elite_score")
             print(("\r" if progress else "") +
                   f"gen {row['generation']:>4}  frames {row['frames']:>11,}  "

@@ -56,6 +56,12 @@ def test_cli_run_writes_a_run_directory(tmp_path):
     assert elite["score"] == rows[-1]["elite_score"]
     assert isinstance(SeedChain.from_json((tmp_path / "r" / "elite.json").read_text()), SeedChain)
     assert "game: pong" in (tmp_path / "r" / "config.yaml").read_text()
+    import torch
+
+    from neuroevo.policy.nets import build_template
+    _, spec = build_template("small", (4, 84, 84), 6)
+    saved = torch.load(tmp_path / "r" / "policy.pt")["params"]
+    assert {k: tuple(v.shape) for k, v in saved.items()} == {e.name: e.shape for e in spec}
 
     again = cli("run", "ga", "--game", "pong", "--run-dir", "r", cwd=tmp_path)
     assert again.returncode == 2 and "already holds a run" in again.stderr
