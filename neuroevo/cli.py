@@ -9,29 +9,59 @@ import argparse
 import datetime
 import os
 import sys
+import time
 
 import neuroevo
 from neuroevo.errors import NeuroevoError
+
+
+class _Progress:
+    """The live line: episodes done, frames/s, best score so far and the budget's ETA."""
+
+    def __init__(self, enabled: bool, budget, totals, history: list[dict]):
+        self.enabled, self.budget, self.totals = enabled, budget, totals
+        self.best = max((r["fitness_max"] for r in history), default=float("-inf"))
+        self.start_generation()
+
+    def start_generation(self) -> None:
+        self.t0, self.frames = time.perf_counter(), 0
+
+    def eta(self, fps: float) -> str:
+        t = self.totals
+        if self.budget.frames and fps > 0:
+            left = (self.budget.frames - t.frames - self.frames) / fps
+        elif self.budget.generations and t.generation > 0:
+            left = (self.budget.generations - t.generation) * t.wall_time / t.generation
+        else:
+            return ""
+        return f"  ETA {datetime.timedelta(seconds=int(max(left, 0)))}"
+
+    def episode(self, done: int, total: int, score: float, frames: int) -> None:
+        self.frames += frames
+        self.best = max(self.best, score)
+        if self.enabled:
+            fps = self.frames / max(time.perf_counter() - self.t0, 1e-9)
+            print(f"\r  gen {self.totals.generation}  episodes {done}/{total}  "
+                  f"{fps:,.0f} frames/s  best {self.best:g}{self.eta(fps)}   ", end="", flush=True)
 
 
 def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
     """The generation loop of ``run`` and ``resume``: a checkpoint after every generation."""
     from neuroevo.loop import generations
 
-    def on_episode(done, total, score):
-        if progress:
-            print(f"\r  episodes {done}/{total}  last score {score:.0f}   ", end="", flush=True)
-
+    live = _Progress(progress, budget, totals, history)
     try:
-        for row in generations(built.optimizer, built.evaluator, budget, totals, on_episode):
+        for row in generations(built.optimizer, built.evaluator, budget, totals, live.episode):
             history.append(row)
             run_dir.save(built.optimizer, totals, history, built.policy.spec)
             elite = row.get("elite_score")
+            live.start_generation()
             print(("\r" if progress else "") +
                   f"gen {row['generation']:>4}  frames {row['frames']:>11,}  "
                   f"fps {row['fps']:>7,.0f}  max {row['fitness_max']:>8.1f}  "
                   f"mean {row['fitness_mean']:>8.1f}"
-                  + (f"  elite {elite:>8.1f}" if elite is not None else ""), flush=True)
+                  + (f"  elite {elite:>8.1f}" if elite is not None else "")
+                  + (live.eta(row["fps"]) + " " * 8 if progress else ""), flush=True)
     finally:
         built.evaluator.close()
 

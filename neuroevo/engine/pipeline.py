@@ -103,7 +103,8 @@ class Evaluator:
     def evaluate(self, pop, on_episode: Callable | None = None) -> EvalResult:
         """Run one episode of every member of ``pop``; returns fitness in member order.
 
-        ``on_episode(done, total, score)`` is called as each episode ends (for progress).
+        ``on_episode(done, total, score, frames)`` is called as each episode ends (for
+        progress displays; ``frames`` are that episode's).
         """
         n = len(pop)
         fitness, steps = np.zeros(n), np.zeros(n, dtype=np.int64)
@@ -198,7 +199,7 @@ class Evaluator:
                     fitness[m], steps[m] = sub.slots.ret[env], sub.slots.steps[env]
                     finished += 1
                     if on_episode is not None:
-                        on_episode(finished, n, fitness[m])
+                        on_episode(finished, n, fitness[m], steps[m] * self.frameskip)
                 timings["bookkeeping"] += time.perf_counter() - t1
                 if len(ended):
                     refill(sub, ended)
