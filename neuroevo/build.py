@@ -9,7 +9,8 @@ import torch
 from neuroevo.config import Config
 from neuroevo.engine.pipeline import Evaluator, default_layout, resolve_device
 from neuroevo.envs.atari import AtariConfig, AtariPool
-from neuroevo.errors import UnknownName
+from neuroevo.envs.gym import GymPool, check_env_id
+from neuroevo.errors import ConfigError, UnknownName
 from neuroevo.noise import NoiseTable, default_size
 from neuroevo.optim import OPTIMIZERS
 from neuroevo.policy.batched import BatchedPolicy
@@ -22,7 +23,8 @@ class Built:
     optimizer: object
     evaluator: Evaluator
     device: torch.device
-    atari: AtariConfig
+    atari: AtariConfig | None  # None for a gymnasium env
+    make_pool: object  # num_envs -> a pool of this run's env
 
 
 def atari_config(cfg: Config) -> AtariConfig:
@@ -52,21 +54,49 @@ def make_optimizer(cfg: Config, policy: BatchedPolicy):
                               validation_episodes=a.validation_episodes, **extra, **common)
 
 
+def _hidden(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(h) for h in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise ConfigError(f"net.hidden must be comma-separated positive sizes like 256,256, "
+                          f"got {text!r}")
+    return sizes
+
+
 def build(cfg: Config) -> Built:
-    atari = atari_config(cfg)
     device = resolve_device(cfg.engine.device)
-    probe = AtariPool(atari, 1, num_threads=1)
-    template, spec = build_template(cfg.net.name, probe.obs_shape, probe.num_actions)
+    e = cfg.engine
+    if cfg.env.id:
+        atari, frameskip, cap = None, 1, cfg.env.episode_cap or None
+        check_env_id(cfg.env.id)
+
+        def make_pool(n):
+            return GymPool(cfg.env.id, n)
+    else:
+        atari = atari_config(cfg)
+        frameskip, cap = atari.frameskip, atari.episode_cap
+
+        def make_pool(n):
+            return AtariPool(atari, n, e.env_threads)
+    probe = make_pool(1)
+    obs_shape, num_actions = probe.obs_shape, probe.num_actions
     probe.close()
+    net = cfg.net.name
+    if net == "auto":
+        net = "small" if len(obs_shape) == 3 else "mlp"
+    if (net == "mlp") != (len(obs_shape) != 3):
+        raise ConfigError(f"net {net!r} does not fit observations of shape {obs_shape}; use "
+                          f"{'--net mlp' if len(obs_shape) != 3 else '--net small or large'}")
+    template, spec = build_template(net, obs_shape, num_actions, _hidden(cfg.net.hidden))
     policy = BatchedPolicy(template.to(device), spec)
     optimizer = make_optimizer(cfg, policy)
     subsets, slots = default_layout(cfg.algo.population, device)
-    e = cfg.engine
-    evaluator = Evaluator(policy, lambda n: AtariPool(atari, n, e.env_threads),
-                          subsets=e.subsets or subsets, slots=e.slots or slots,
-                          episode_cap=atari.episode_cap, frameskip=atari.frameskip,
+    evaluator = Evaluator(policy, make_pool, subsets=e.subsets or subsets,
+                          slots=e.slots or slots, episode_cap=cap, frameskip=frameskip,
                           device=device, seed=cfg.seed)
-    return Built(policy, optimizer, evaluator, device, atari)
+    return Built(policy, optimizer, evaluator, device, atari, make_pool)
 
 
 def train(cfg: Config | None = None, *, on_generation=None, on_episode=None, **overrides):

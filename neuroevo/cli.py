@@ -82,7 +82,8 @@ def _run(args) -> int:
     from neuroevo.loop import Totals
 
     cfg = load(args.config) if args.config else Config()
-    for key, value in (("algo.name", args.algo), ("env.game", args.game), ("seed", args.seed),
+    for key, value in (("algo.name", args.algo), ("env.game", args.game), ("env.id", args.env),
+                       ("seed", args.seed),
                        ("algo.population", args.population), ("net.name", args.net),
                        ("budget.generations", args.generations), ("budget.frames", args.frames),
                        ("engine.device", args.device), ("env.episode_cap", args.episode_cap)):
@@ -95,14 +96,15 @@ def _run(args) -> int:
     if not cfg.budget.generations and not cfg.budget.frames:
         cfg.budget.generations = 10
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    name = f"{cfg.algo.name}-{cfg.env.game}-{stamp}"
+    env = cfg.env.id or cfg.env.game
+    name = f"{cfg.algo.name}-{env}-{stamp}"
     run_dir = RunDir(args.run_dir or os.path.join("runs", name))
     run_dir.ensure_free(args.force)
     built = build(cfg)  # validates names and values before anything is written
     run_dir.create(cfg, force=args.force)
-    print(f"neuroevo {neuroevo.__version__}: {cfg.algo.name} on {cfg.env.game}, "
-          f"{cfg.net.name} net, population {cfg.algo.population}, run dir {run_dir.path}",
-          flush=True)
+    print(f"neuroevo {neuroevo.__version__}: {cfg.algo.name} on {env}, "
+          f"{built.policy.spec.num_params:,} parameters, population {cfg.algo.population}, "
+          f"run dir {run_dir.path}", flush=True)
     budget = _budget(cfg, None, None)
     _train(built, run_dir, budget, Totals(), [], sys.stdout.isatty() and not args.no_progress)
     return 0
@@ -186,7 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("algo", help="ga | es | rs")
     run.add_argument("--game", help=f"Atari ROM id, e.g. breakout, ms_pacman "
                                     f"(default: {d.env.game})")
-    run.add_argument("--net", help=f"large | small (default: {d.net.name})")
+    run.add_argument("--env", help="a gymnasium env id instead of a game, e.g. CartPole-v1")
+    run.add_argument("--net", help=f"large | small | mlp (default: {d.net.name}: small for "
+                                   "Atari, mlp for vector observations)")
     run.add_argument("--population", type=int,
                      help=f"members per generation (default: {d.algo.population})")
     run.add_argument("--generations", type=int,

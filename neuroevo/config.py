@@ -30,6 +30,7 @@ class AlgoConfig:
 @dataclass
 class EnvConfig:
     game: str = "breakout"  # ale-py ROM id (snake_case)
+    id: str = ""  # a gymnasium env id (CartPole-v1, ...); when set, it is used instead of game
     sticky_actions: float = 0.0  # repeat-action probability (0.25 for the v5 protocol)
     noop_max: int = 30  # random no-ops on reset
     frameskip: int = 4  # emulator frames per agent step
@@ -38,7 +39,8 @@ class EnvConfig:
 
 @dataclass
 class NetConfig:
-    name: str = "small"  # large (Nature DQN, 4M params) | small (1M) | mlp
+    name: str = "auto"  # large (Nature DQN, 4M params) | small (1M) | mlp | auto
+    hidden: str = "256,256"  # the MLP's hidden layer sizes
 
 
 @dataclass

@@ -15,7 +15,6 @@ import torch
 from neuroevo.build import build
 from neuroevo.checkpoint import RunDir
 from neuroevo.engine.slots import episode_seed
-from neuroevo.envs.atari import AtariPool
 from neuroevo.errors import CheckpointError, ConfigError
 from neuroevo.genomes import Population
 
@@ -55,6 +54,10 @@ def play(run_dir: RunDir, episodes: int, video: str | None = None
     if video is not None and not video.lower().endswith(".gif"):
         raise ConfigError(f"--video must name a .gif file, got {video!r}")
     built, params = saved_policy(run_dir)
+    if video is not None and built.atari is None:
+        built.evaluator.close()
+        raise ConfigError("--video records Atari runs only (gymnasium envs would need their "
+                          "own renderer); leave --video out")
     try:
         pop = Population([None] * episodes, PLAY_GENERATION, "validate",
                          lambda device: _Fixed(params.to(device)))
@@ -73,7 +76,7 @@ def record(built, params: torch.Tensor, seed: int, path: str) -> float:
     score (equal to the evaluator's: same seed, same actions)."""
     from PIL import Image
 
-    pool = AtariPool(built.atari, 1, num_threads=1)
+    pool = built.make_pool(1)
     # Two identical rows, built once: a batch of one would take other kernels (see
     # BatchedPolicy.forward) and copy the weights every step.
     layers = {k: torch.stack([v, v]) for k, v in built.policy.spec.unflatten(params).items()}

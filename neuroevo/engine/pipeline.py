@@ -89,6 +89,9 @@ class Evaluator:
         self.device, self.seed = resolve_device(device), seed
         self.subsets = [_Subset(make_pool(slots), SlotParams(policy.spec, slots, self.device))
                         for _ in range(subsets)]
+        pool = self.subsets[0].pool
+        self.discrete = getattr(pool, "discrete", True)  # argmax, or clipped continuous actions
+        self.low, self.high = getattr(pool, "action_low", None), getattr(pool, "action_high", None)
         if async_resets is None:
             async_resets = self.device.type != "cpu"
         self._resetter = (ThreadPoolExecutor(subsets, thread_name_prefix="neuroevo-reset")
@@ -150,13 +153,17 @@ class Evaluator:
             nonlocal computed, offered
             count = sub.slots.count
             envs = sub.slots.env_of[:count]  # [count] env of each computed row
-            actions = np.zeros(len(sub.slots.member), dtype=np.int32)  # idle envs: NOOP
             t0 = time.perf_counter()
             obs = torch.from_numpy(sub.obs[envs]).to(self.device, non_blocking=True)
             t1 = time.perf_counter()
             out = self.policy.forward(sub.params.prefix(count), obs)  # [count, A]
             t2 = time.perf_counter()
-            actions[envs] = out.argmax(1).cpu().numpy()  # sync: the envs need the actions
+            if self.discrete:
+                actions = np.zeros(len(sub.slots.member), dtype=np.int32)  # idle envs: 0
+                actions[envs] = out.argmax(1).cpu().numpy()  # sync: the envs need the actions
+            else:
+                actions = np.zeros((len(sub.slots.member), out.shape[1]), dtype=np.float32)
+                actions[envs] = np.clip(out.cpu().numpy(), self.low, self.high)  # sync: as above
             t3 = time.perf_counter()
             timings["h2d"] += t1 - t0
             timings["forward"] += t2 - t1

@@ -83,6 +83,7 @@ class AtariPool:
             img_height=84, img_width=84, stack_num=4)
         self.obs_shape = self.env.single_observation_space.shape  # (4, 84, 84) uint8
         self.num_actions = int(self.env.single_action_space.n)
+        self.discrete = True
         self._in_flight, self._started = False, False
 
     def reset(self, mask: np.ndarray, seeds: np.ndarray) -> np.ndarray:

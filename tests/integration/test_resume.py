@@ -65,6 +65,20 @@ def test_resume_after_kill_9_equals_an_uninterrupted_run(tmp_path, straight):
     assert not list((tmp_path / "r").rglob("*.tmp"))
 
 
+def test_resume_on_cartpole_equals_an_uninterrupted_run(tmp_path):
+    cartpole = ["--env", "CartPole-v1", "--population", "10", "--device", "cpu",
+                "--set", "algo.elite_candidates=2", "--set", "algo.validation_episodes=2",
+                "--no-progress"]
+    assert neuroevo("run", "ga", *cartpole, "--generations", "4", "--run-dir", "a",
+                    cwd=tmp_path).returncode == 0
+    assert neuroevo("run", "ga", *cartpole, "--generations", "2", "--run-dir", "b",
+                    cwd=tmp_path).returncode == 0
+    out = neuroevo("resume", "b", "--generations", "4", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert rows(tmp_path / "b") == rows(tmp_path / "a")
+    assert rows(tmp_path / "a")[-1]["fitness_max"] > rows(tmp_path / "a")[0]["fitness_mean"]
+
+
 def test_resume_errors_are_one_line_exit_2(tmp_path):
     out = neuroevo("resume", "nowhere", cwd=tmp_path)
     assert out.returncode == 2 and "run directory nowhere does not exist" in out.stderr

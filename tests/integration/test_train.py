@@ -87,6 +87,8 @@ def test_cli_run_from_a_config_file(tmp_path):
     (["run", "ga", "--population", "0"], "population_size must be a positive integer, got 0"),
     (["run", "ga", "--device", "cuda"], "CUDA is not available; use --device cpu"),
     (["run", "ga", "--config", "nope.yaml"], "cannot read config file nope.yaml"),
+    (["run", "es", "--env", "CartPol-v1"], "did you mean 'CartPole-v1'"),
+    (["run", "es", "--env", "CartPole-v1", "--net", "small"], "use --net mlp"),
 ])
 def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
     if "cuda" in args:
@@ -103,7 +105,7 @@ def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, mes
 
 def test_config_defaults_are_quick_cpu_settings():
     cfg = Config()
-    assert (cfg.algo.name, cfg.env.game, cfg.net.name, cfg.env.episode_cap) == ("ga", "breakout", "small", 5000)
+    assert (cfg.algo.name, cfg.env.game, cfg.net.name, cfg.env.episode_cap) == ("ga", "breakout", "auto", 5000)
     assert np.isclose(cfg.algo.lr, 0.01)
 
 
