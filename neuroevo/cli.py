@@ -154,7 +154,7 @@ def _play(args) -> int:
     from neuroevo.checkpoint import RunDir
     from neuroevo.play import play
 
-    scores, recorded = play(RunDir(args.run_dir), args.episodes, args.video)
+    scores, recorded = play(RunDir(args.run_dir), args.episodes, args.video, args.genome)
     print("scores: " + " ".join(f"{s:g}" for s in scores))
     print(f"mean {scores.mean():.1f}  std {scores.std():.1f}  min {scores.min():g}  "
           f"max {scores.max():g}  over {len(scores)} episodes")
@@ -229,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     play_.add_argument("run_dir", help="a run directory")
     play_.add_argument("--episodes", type=int, default=10, help="episodes to play")
     play_.add_argument("--video", metavar="FILE.gif", help="record the first episode")
+    play_.add_argument("--genome", choices=("elite", "best"), default="elite",
+                       help="the validated elite (ES: the centre), or the member with the "
+                            "best single training episode (GA/RS)")
     play_.set_defaults(handler=_play)
 
     plot = sub.add_parser("plot", formatter_class=fmt, help="draw learning curves of runs",

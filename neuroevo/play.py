@@ -31,21 +31,30 @@ class _Fixed:
         return self.params
 
 
-def saved_policy(run_dir: RunDir):
-    """``(built, params [D])``: the run's objects and its elite (GA/RS) or centre (ES)."""
+def saved_policy(run_dir: RunDir, genome: str = "elite"):
+    """``(built, params [D])``: the run's objects and its elite (GA/RS) or centre (ES), or with
+    ``genome="best"`` the GA/RS member with the best single training episode."""
+    if genome not in ("elite", "best"):
+        raise ConfigError(f"--genome must be elite or best, got {genome!r}")
     cfg = run_dir.load_config()
     state = run_dir.load()
     cfg.engine.slots = cfg.engine.subsets = 0  # automatic layout for the play population
     built = build(cfg)
     built.optimizer.load_state_dict(state["optimizer"])
     if cfg.algo.name == "es":
+        if genome == "best":
+            built.evaluator.close()
+            raise ConfigError("an ES run keeps no best member, only its centre; use --genome "
+                              "elite")
         return built, built.optimizer.center
-    if built.optimizer.elite is None:
-        raise CheckpointError(f"{run_dir.path} has no elite yet; play it after a generation")
-    return built, built.optimizer.decoder().decode(built.optimizer.elite)
+    chosen = built.optimizer.elite if genome == "elite" else built.optimizer.state.best
+    if chosen is None:
+        built.evaluator.close()
+        raise CheckpointError(f"{run_dir.path} has no {genome} yet; play it after a generation")
+    return built, built.optimizer.decoder().decode(chosen)
 
 
-def play(run_dir: RunDir, episodes: int, video: str | None = None
+def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str = "elite"
          ) -> tuple[np.ndarray, float | None]:
     """Scores of ``episodes`` fresh episodes; with ``video``, the first one as a GIF and its
     score."""
@@ -53,7 +62,7 @@ def play(run_dir: RunDir, episodes: int, video: str | None = None
         raise ConfigError(f"--episodes must be >= 1, got {episodes}")
     if video is not None and not video.lower().endswith(".gif"):
         raise ConfigError(f"--video must name a .gif file, got {video!r}")
-    built, params = saved_policy(run_dir)
+    built, params = saved_policy(run_dir, genome)
     if video is not None and built.atari is None:
         built.evaluator.close()
         raise ConfigError("--video records Atari runs only (gymnasium envs would need their "

@@ -42,6 +42,7 @@ class GAState:
     elite: SeedChain | None = None
     elite_score: float = float("-inf")
     best_fitness: float = float("-inf")
+    best: SeedChain | None = None  # the member with the best single training episode
     history: list = field(default_factory=list)  # elite score per generation
 
 
@@ -146,6 +147,8 @@ class GA(Optimizer):
             s.history.append(s.elite_score)
             return {"elite_score": s.elite_score, "candidate_means": means.tolist()}, True
         order = top_k(fitness, max(self.truncation, self.elite_candidates, 1))
+        if s.best is None or fitness[order[0]] >= s.best_fitness:  # the base updated best_fitness
+            s.best = pop[order[0]]
         s.parents = tuple(pop[i] for i in order[: self.truncation])
         metrics = {"sigma": self.sigma(s.generation)}
         if self.elite_candidates:

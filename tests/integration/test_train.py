@@ -151,6 +151,11 @@ def test_cli_play_scores_and_records_the_saved_policy(tmp_path, algo):
     assert (tmp_path / "v.gif").read_bytes()[:6] == b"GIF89a"
     again = cli("play", "r", "--episodes", "3", cwd=tmp_path)
     assert again.stdout.splitlines()[0] == first.stdout.splitlines()[0]  # reproducible
+    best = cli("play", "r", "--episodes", "2", "--genome", "best", cwd=tmp_path)
+    if algo == "es":
+        assert best.returncode == 2 and "keeps no best member" in best.stderr
+    else:
+        assert best.returncode == 0 and best.stdout.startswith("scores: "), best.stderr
     for args, message in ((["--video", "v.mp4"], "--video must name a .gif file"),
                           (["--episodes", "0"], "--episodes must be >= 1, got 0")):
         bad = cli("play", "r", *args, cwd=tmp_path)

@@ -56,6 +56,7 @@ def test_generation_structure_selection_and_elite_carried_unmodified():
     f = np.arange(12.0)[::-1].copy()  # member 0 best ... member 11 worst
     m = ga.tell(f)
     assert not m["generation_done"] and ga.state.parents == tuple(pop[i] for i in range(3))
+    assert ga.state.best == pop[0] and ga.state.best_fitness == 11.0
 
     val = ga.ask()
     assert val.phase == "validate" and val.generation == 0
