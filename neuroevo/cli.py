@@ -99,6 +99,8 @@ def _run(args) -> int:
     env = cfg.env.id or cfg.env.game
     name = f"{cfg.algo.name}-{env}-{stamp}"
     run_dir = RunDir(args.run_dir or os.path.join("runs", name))
+    if args.resume and run_dir.holds_run() and os.path.exists(run_dir.checkpoint):
+        return _continue(run_dir, args.generations, args.frames, args.no_progress)
     run_dir.ensure_free(args.force)
     built = build(cfg)  # validates names and values before anything is written
     run_dir.create(cfg, force=args.force)
@@ -111,21 +113,25 @@ def _run(args) -> int:
 
 
 def _resume(args) -> int:
-    from neuroevo.build import build
     from neuroevo.checkpoint import RunDir
 
-    run_dir = RunDir(args.run_dir)
+    return _continue(RunDir(args.run_dir), args.generations, args.frames, args.no_progress)
+
+
+def _continue(run_dir, generations, frames, no_progress: bool) -> int:
+    """Continue ``run_dir`` from its checkpoint with its own config (and a new budget)."""
+    from neuroevo.build import build
+
     cfg = run_dir.load_config()
     state = run_dir.load()
-    budget = _budget(cfg, args.generations, args.frames)
+    budget = _budget(cfg, generations, frames)
     built = build(cfg)
     built.optimizer.load_state_dict(state["optimizer"])
     totals, history = state["totals"], state["history"]
     run_dir.write_metrics(history)  # drop rows written after the checkpoint, if any
     print(f"neuroevo {neuroevo.__version__}: resuming {run_dir.path} after generation "
           f"{totals.generation - 1} ({totals.frames:,} frames)", flush=True)
-    _train(built, run_dir, budget, totals, history,
-           sys.stdout.isatty() and not args.no_progress)
+    _train(built, run_dir, budget, totals, history, sys.stdout.isatty() and not no_progress)
     return 0
 
 
@@ -207,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-dir", help="where to write the run (default: "
                                        "runs/<algo>-<game>-<time>)")
     run.add_argument("--force", action="store_true", help="overwrite a run dir in use")
+    run.add_argument("--resume", action="store_true",
+                     help="if --run-dir holds a run, continue it (its own config; the budget "
+                          "flags apply) instead of refusing")
     run.add_argument("--no-progress", action="store_true", help="no live progress line")
     run.set_defaults(handler=_run)
 
