@@ -67,8 +67,11 @@ class RunDir:
         os.makedirs(self.file("checkpoint"), exist_ok=True)
         if force and os.path.exists(self.checkpoint):
             os.remove(self.checkpoint)
-        atomic_write(self.file("config.yaml"), yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        self.write_config(cfg)
         self.write_metrics([])
+
+    def write_config(self, cfg: Config) -> None:
+        atomic_write(self.file("config.yaml"), yaml.safe_dump(to_dict(cfg), sort_keys=False))
 
     def load_config(self) -> Config:
         if not os.path.isdir(self.path):

@@ -125,6 +125,8 @@ def _continue(run_dir, generations, frames, no_progress: bool) -> int:
     cfg = run_dir.load_config()
     state = run_dir.load()
     budget = _budget(cfg, generations, frames)
+    if generations is not None or frames is not None:
+        run_dir.write_config(cfg)  # a later resume keeps the new budget
     built = build(cfg)
     built.optimizer.load_state_dict(state["optimizer"])
     totals, history = state["totals"], state["history"]

@@ -43,6 +43,7 @@ def test_resume_after_the_budget_equals_an_uninterrupted_run(tmp_path, straight)
     assert out.returncode == 0, out.stderr
     assert "resuming r after generation 1" in out.stdout
     assert rows(tmp_path / "r") == rows(straight)
+    assert "generations: 4" in (tmp_path / "r" / "config.yaml").read_text()  # the new budget
     assert (json.loads((tmp_path / "r" / "elite.json").read_text())["seeds"] ==
             json.loads((straight / "elite.json").read_text())["seeds"])
     assert len((tmp_path / "r" / "metrics.csv").read_text().splitlines()) == 1 + 4
