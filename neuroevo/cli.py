@@ -48,12 +48,15 @@ class _Progress:
 def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
     """The generation loop of ``run`` and ``resume``: a checkpoint after every generation."""
     from neuroevo.loop import generations
+    from neuroevo.report import TensorBoard
 
     live = _Progress(progress, budget, totals, history)
+    board = TensorBoard(run_dir.path, totals.frames)
     try:
         for row in generations(built.optimizer, built.evaluator, budget, totals, live.episode):
             history.append(row)
             run_dir.save(built.optimizer, totals, history, built.policy.spec)
+            board.write(row)
             elite = row.get("elite_score")
             live.start_generation()
             print(("\r" if progress else "") +
@@ -63,6 +66,7 @@ def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
                   + (f"  elite {elite:>8.1f}" if elite is not None else "")
                   + (live.eta(row["fps"]) + " " * 8 if progress else ""), flush=True)
     finally:
+        board.close()
         built.evaluator.close()
 
 

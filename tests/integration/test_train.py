@@ -63,6 +63,12 @@ def test_cli_run_writes_a_run_directory(tmp_path):
     saved = torch.load(tmp_path / "r" / "policy.pt")["params"]
     assert {k: tuple(v.shape) for k, v in saved.items()} == {e.name: e.shape for e in spec}
 
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    events = EventAccumulator(str(tmp_path / "r" / "tensorboard"))
+    events.Reload()
+    logged = [(e.step, e.value) for e in events.Scalars("fitness_max")]
+    assert logged == [(r["frames"], pytest.approx(r["fitness_max"])) for r in rows]
+
     again = cli("run", "ga", "--game", "pong", "--run-dir", "r", cwd=tmp_path)
     assert again.returncode == 2 and "already holds a run" in again.stderr
     assert len((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()) == 2  # untouched
