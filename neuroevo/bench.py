@@ -24,6 +24,7 @@ from torch.func import functional_call
 
 from neuroevo.engine.pipeline import Evaluator, default_layout, resolve_device
 from neuroevo.envs.atari import AtariConfig, AtariPool
+from neuroevo.files import atomic_write
 from neuroevo.optim import GA
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
 from neuroevo.policy.nets import build_template
@@ -172,7 +173,4 @@ def format_table(r: dict) -> str:
 
 
 def write_json(r: dict, path: str) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(r, f, indent=2)
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(r, indent=2))

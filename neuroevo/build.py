@@ -38,13 +38,12 @@ def make_optimizer(cfg: Config, policy: BatchedPolicy):
     if a.name not in OPTIMIZERS:
         raise UnknownName("algorithm", a.name, OPTIMIZERS)
     spec = policy.spec
-    common = dict(population_size=a.population, seed=cfg.seed,
-                  noise=NoiseTable.shared(size=default_size(spec.num_params)))
+    common = dict(population_size=a.population, seed=cfg.seed)
     if a.sigma is not None:
         common["sigma"] = a.sigma
     if a.name == "es":
         # ES starts from one random network of the policy's initialisation.
-        noise = common["noise"]
+        noise = NoiseTable.shared(size=default_size(spec.num_params))  # the optimizer's default
         center = noise.slice(cfg.seed, spec.num_params) * spec.init_std()
         return OPTIMIZERS["es"](center=center, lr=a.lr, l2=a.l2, **common)
     truncation = a.truncation or max(1, min(20, a.population // 5))

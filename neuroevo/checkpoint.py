@@ -26,19 +26,11 @@ import yaml
 
 from neuroevo.config import Config, from_dict, to_dict
 from neuroevo.errors import CheckpointError, ConfigError
+from neuroevo.files import atomic_write
 from neuroevo.loop import Totals
 
 CSV_COLUMNS = ("generation", "frames", "episodes", "wall_time", "fitness_max", "fitness_mean",
                "fitness_min", "elite_score", "fps", "occupancy")
-
-
-def atomic_write(path: str, data: str | bytes) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data.encode() if isinstance(data, str) else data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class RunDir:

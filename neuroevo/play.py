@@ -7,7 +7,7 @@ reproducible and never the episodes the policy was selected on.
 
 from __future__ import annotations
 
-import os
+import io
 
 import numpy as np
 import torch
@@ -16,6 +16,7 @@ from neuroevo.build import build
 from neuroevo.checkpoint import RunDir
 from neuroevo.engine.slots import episode_seed
 from neuroevo.errors import CheckpointError, ConfigError
+from neuroevo.files import atomic_write
 from neuroevo.genomes import Population
 
 PLAY_GENERATION = 2**40  # outside any training run: fresh episodes
@@ -103,7 +104,8 @@ def record(built, params: torch.Tensor, seed: int, path: str) -> float:
             break
     pool.close()
     images = [Image.fromarray(f).resize((168, 168), Image.NEAREST) for f in frames]
-    tmp = f"{path}.tmp.gif"
-    images[0].save(tmp, save_all=True, append_images=images[1:], duration=1000 // 15, loop=0)
-    os.replace(tmp, path)
+    gif = io.BytesIO()
+    images[0].save(gif, format="GIF", save_all=True, append_images=images[1:],
+                   duration=1000 // 15, loop=0)
+    atomic_write(path, gif.getvalue())
     return score
