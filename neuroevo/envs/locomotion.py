@@ -1,0 +1,124 @@
+"""gymnasium's v5 MuJoCo locomotion tasks, rewritten over batches of environments.
+
+Each ``Task`` says which ``MjData`` fields a step reads (``fields``) and computes
+observations, rewards and terminations for a whole batch from those fields, as
+``[N, ...]`` arrays, the way gymnasium's ``*_v5.py`` computes them for one env (default
+keyword arguments). Fields are read after ``mj_step`` + ``mj_rnePostConstraint`` exactly
+as gymnasium reads them, so body positions (``xpos``, ``xipos``) are those of the last
+sub-step's forward pass, as in gymnasium. The tests compare every task with gymnasium's
+own sync vector env.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+Fields = dict[str, np.ndarray]  # MjData field name -> [N, ...] float64 rows
+
+
+@dataclass(frozen=True)
+class Task:
+    xml: str  # gymnasium asset file
+    frame_skip: int
+    reset_noise: float
+    qvel_noise: str  # "uniform" or "normal": how reset_model perturbs qvel
+    fields: tuple[str, ...]  # MjData fields a step reads, besides qpos and qvel
+    position: Callable[[Fields], np.ndarray]  # [N] x or [N, 2] xy: speed = its change / dt
+    observe: Callable[[Fields], np.ndarray]  # [N, obs_dim]
+    reward: Callable[[np.ndarray, np.ndarray, Fields], np.ndarray]  # (x speed, action, f)
+    healthy: Callable[[Fields], np.ndarray] | None  # [N] bool; None: never terminates
+
+
+def _sq(a: np.ndarray) -> np.ndarray:
+    return np.sum(np.square(a), axis=tuple(range(1, a.ndim)))
+
+
+def _x(f: Fields) -> np.ndarray:
+    return f["qpos"][:, 0]
+
+
+def _planar_obs(clip_qvel: bool, skip: int):
+    def observe(f: Fields) -> np.ndarray:
+        qvel = np.clip(f["qvel"], -10, 10) if clip_qvel else f["qvel"]
+        return np.concatenate((f["qpos"][:, skip:], qvel), axis=1)
+    return observe
+
+
+def _hopper_healthy(f: Fields) -> np.ndarray:
+    z, angle = f["qpos"][:, 1], f["qpos"][:, 2]
+    state = np.concatenate((f["qpos"], f["qvel"]), axis=1)[:, 2:]
+    return (np.all((state > -100.0) & (state < 100.0), axis=1) & (z > 0.7) & (z < np.inf)
+            & (angle > -0.2) & (angle < 0.2))
+
+
+def _walker_healthy(f: Fields) -> np.ndarray:
+    z, angle = f["qpos"][:, 1], f["qpos"][:, 2]
+    return (z > 0.8) & (z < 2.0) & (angle > -1.0) & (angle < 1.0)
+
+
+def _ant_obs(f: Fields) -> np.ndarray:
+    contact = np.clip(f["cfrc_ext"][:, 1:], -1.0, 1.0).reshape(len(f["qpos"]), -1)
+    return np.concatenate((f["qpos"][:, 2:], f["qvel"], contact), axis=1)
+
+
+def _ant_reward(speed, action, f):
+    healthy = _ant_healthy(f)
+    contact = 5e-4 * _sq(np.clip(f["cfrc_ext"], -1.0, 1.0))
+    return speed + healthy * 1.0 - (0.5 * _sq(action) + contact)
+
+
+def _ant_healthy(f: Fields) -> np.ndarray:
+    z = f["qpos"][:, 2]
+    finite = np.all(np.isfinite(f["qpos"]), axis=1) & np.all(np.isfinite(f["qvel"]), axis=1)
+    return finite & (z >= 0.2) & (z <= 1.0)
+
+
+def _mass_center(f: Fields) -> np.ndarray:
+    mass = f["body_mass"]  # [bodies], the model's constant
+    return (np.einsum("b,nbj->nj", mass, f["xipos"]) / mass.sum())[:, :2]
+
+
+def _humanoid_obs(f: Fields) -> np.ndarray:
+    n = len(f["qpos"])
+    return np.concatenate((f["qpos"][:, 2:], f["qvel"], f["cinert"][:, 1:].reshape(n, -1),
+                           f["cvel"][:, 1:].reshape(n, -1), f["qfrc_actuator"][:, 6:],
+                           f["cfrc_ext"][:, 1:].reshape(n, -1)), axis=1)
+
+
+def _humanoid_healthy(f: Fields) -> np.ndarray:
+    z = f["qpos"][:, 2]
+    return (z > 1.0) & (z < 2.0)
+
+
+def _humanoid_reward(speed, action, f):
+    contact = np.clip(5e-7 * _sq(f["cfrc_ext"]), -np.inf, 10.0)
+    # gymnasium's Humanoid charges the control actually applied (data.ctrl, float64).
+    return 1.25 * speed + _humanoid_healthy(f) * 5.0 - (0.1 * _sq(f["ctrl"]) + contact)
+
+
+TASKS: dict[str, Task] = {
+    "HalfCheetah-v5": Task(
+        "half_cheetah.xml", 5, 0.1, "normal", (), _x, _planar_obs(False, 1),
+        lambda speed, a, f: 1.0 * speed - 0.1 * _sq(a), None),
+    "Hopper-v5": Task(
+        "hopper.xml", 4, 5e-3, "uniform", (), _x, _planar_obs(True, 1),
+        lambda speed, a, f: (1.0 * speed + _hopper_healthy(f) * 1.0) - 1e-3 * _sq(a),
+        _hopper_healthy),
+    "Walker2d-v5": Task(
+        "walker2d_v5.xml", 4, 5e-3, "uniform", (), _x, _planar_obs(True, 1),
+        lambda speed, a, f: (1.0 * speed + _walker_healthy(f) * 1.0) - 1e-3 * _sq(a),
+        _walker_healthy),
+    "Ant-v5": Task(
+        "ant.xml", 5, 0.1, "normal", ("xpos", "cfrc_ext"), lambda f: f["xpos"][:, 1, :2],
+        _ant_obs, _ant_reward, _ant_healthy),
+    "Humanoid-v5": Task(
+        "humanoid.xml", 5, 1e-2, "uniform",
+        ("xipos", "cinert", "cvel", "qfrc_actuator", "cfrc_ext", "ctrl"), _mass_center,
+        _humanoid_obs, _humanoid_reward, _humanoid_healthy),
+    "Swimmer-v5": Task(
+        "swimmer.xml", 4, 0.1, "uniform", (), lambda f: f["qpos"][:, 0:2],
+        _planar_obs(False, 2), lambda speed, a, f: 1.0 * speed - 1e-4 * _sq(a), None),
+}

@@ -1,0 +1,226 @@
+"""Batched MuJoCo locomotion: many ``MjData`` of one task, stepped in worker threads.
+
+``MujocoSims`` owns the simulations. A step hands each worker thread a chunk of envs; for
+each it sets ``ctrl``, calls ``mj_step(nstep=frame_skip)`` and ``mj_rnePostConstraint``
+(both release the GIL, so the chunks run in parallel) and copies the fields the task reads
+into ``[N, ...]`` buffers. Observations, rewards and terminations are then computed for the
+whole batch at once by ``locomotion.TASKS``; there is no per-env Python in that part.
+
+Two front ends share it: ``make_vec`` returns a ``gymnasium.vector.VectorEnv`` equal to
+``gymnasium.make_vec(id, n, vectorization_mode="sync")`` (same seeds, next-step autoreset),
+and ``MujocoPool`` speaks the engine's ``reset(mask, seeds) / send / recv`` protocol, with
+``send`` returning at once so the driver computes another subset's forward pass meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from neuroevo.envs.locomotion import TASKS
+from neuroevo.errors import (
+    ConfigError,
+    DependencyNotInstalled,
+    StateError,
+    UnknownName,
+    WorkerError,
+    check_range,
+)
+
+
+def _mujoco():
+    try:
+        import gymnasium.envs.mujoco  # noqa: F401 - the task assets live there
+        import mujoco
+    except ImportError as e:  # pragma: no cover - declared dependencies
+        raise DependencyNotInstalled("MuJoCo tasks need mujoco and gymnasium[mujoco]: "
+                                     "pip install 'gymnasium[mujoco]'") from e
+    return mujoco
+
+
+def check_task(env_id: str) -> str:
+    if env_id not in TASKS:
+        raise UnknownName("batched MuJoCo task", env_id, TASKS)
+    return env_id
+
+
+class MujocoSims:
+    """``num_envs`` simulations of one task and their field buffers.
+
+    Args:
+        env_id: one of ``locomotion.TASKS`` (HalfCheetah-v5, Hopper-v5, ...).
+        num_envs: simulations.
+        threads: worker threads (0: one per CPU core).
+    """
+
+    def __init__(self, env_id: str, num_envs: int, threads: int = 0):
+        check_range("num_envs", num_envs, isinstance(num_envs, int) and num_envs >= 1, ">= 1")
+        check_range("threads", threads, isinstance(threads, int) and threads >= 0, ">= 0")
+        mujoco = _mujoco()
+        import gymnasium.envs.mujoco as assets
+
+        self.env_id, self.task, self.num_envs = env_id, TASKS[check_task(env_id)], num_envs
+        path = Path(assets.__file__).parent / "assets" / self.task.xml
+        self.model = mujoco.MjModel.from_xml_path(str(path))
+        self.datas = [mujoco.MjData(self.model) for _ in range(num_envs)]
+        self.init_qpos = self.datas[0].qpos.copy()
+        self.init_qvel = self.datas[0].qvel.copy()
+        self.dt = self.model.opt.timestep * self.task.frame_skip
+        names = ("qpos", "qvel", *self.task.fields)
+        self.fields = {name: np.zeros((num_envs, *getattr(self.datas[0], name).shape))
+                       for name in names}  # name -> [N, ...] float64, as last read
+        # MjData arrays are views of the simulation's memory: pair them with their rows once.
+        self._copies = [[(self.fields[name][i], getattr(d, name)) for name in names]
+                        for i, d in enumerate(self.datas)]
+        self._constants = {"body_mass": self.model.body_mass.copy()}
+        self.rngs: list[np.random.Generator | None] = [None] * num_envs
+        self.threads = threads or os.cpu_count() or 1
+        self._workers = ThreadPoolExecutor(self.threads, thread_name_prefix="neuroevo-mujoco")
+        self._pending: tuple[list[Future], np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.obs_dim = self.observe().shape[1]
+
+    @property
+    def num_actions(self) -> int:
+        return self.model.nu
+
+    @property
+    def action_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        low, high = self.model.actuator_ctrlrange.astype(np.float32).T
+        return low.copy(), high.copy()
+
+    def _view(self) -> dict:
+        return {**self.fields, **self._constants}
+
+    def observe(self) -> np.ndarray:
+        """``[N, obs_dim]`` float64 observations of every env, from its last step or reset."""
+        return self.task.observe(self._view())
+
+    def reset(self, envs: np.ndarray, seeds) -> None:
+        """Restart ``envs``; a seed re-seeds the env's generator, ``None`` continues it."""
+        from gymnasium.utils.seeding import np_random
+
+        mujoco, task = _mujoco(), self.task
+        for i, seed in zip(envs, seeds, strict=True):
+            if seed is not None or self.rngs[i] is None:
+                self.rngs[i] = np_random(None if seed is None else int(seed))[0]
+            rng, d = self.rngs[i], self.datas[i]
+            mujoco.mj_resetData(self.model, d)
+            noise = task.reset_noise
+            d.qpos[:] = self.init_qpos + rng.uniform(-noise, noise, size=self.model.nq)
+            if task.qvel_noise == "normal":
+                d.qvel[:] = self.init_qvel + noise * rng.standard_normal(self.model.nv)
+            else:
+                d.qvel[:] = self.init_qvel + rng.uniform(-noise, noise, size=self.model.nv)
+            mujoco.mj_forward(self.model, d)
+            for dst, src in self._copies[i]:
+                np.copyto(dst, src)
+
+    def _run(self, envs: np.ndarray, actions: np.ndarray) -> None:
+        mujoco, model, skip = _mujoco(), self.model, self.task.frame_skip
+        for i in envs:
+            d = self.datas[i]
+            np.copyto(d.ctrl, actions[i])
+            mujoco.mj_step(model, d, nstep=skip)  # releases the GIL
+            mujoco.mj_rnePostConstraint(model, d)  # cfrc_ext etc., as gymnasium computes them
+            for dst, src in self._copies[i]:
+                np.copyto(dst, src)
+
+    def step_async(self, actions: np.ndarray, envs: np.ndarray, inline: bool = False) -> None:
+        """Start stepping ``envs`` with ``actions[env]`` (``[N, nu]``); returns at once unless
+        ``inline``, where the calling thread steps one chunk itself (it would only wait)."""
+        if self._pending is not None:
+            raise StateError("step_async() twice without step_wait(); call step_wait() first")
+        actions = np.asarray(actions)
+        if actions.shape != (self.num_envs, self.model.nu):
+            raise ConfigError(f"actions must have shape {(self.num_envs, self.model.nu)}, "
+                              f"got {actions.shape}")
+        before = np.array(self.task.position(self._view()))
+        chunks = [c for c in np.array_split(envs, self.threads) if len(c)]
+        mine = chunks.pop() if inline and chunks else None
+        futures = [self._workers.submit(self._run, c, actions) for c in chunks]
+        self._pending = (futures, envs, actions, before)
+        if mine is not None:
+            self._run(mine, actions)
+
+    def step_wait(self) -> tuple[np.ndarray, np.ndarray]:
+        """Wait for the step; ``(reward [N], terminated [N])`` (rows not stepped: zeros)."""
+        if self._pending is None:
+            raise StateError("step_wait() without step_async(); call step_async() first")
+        futures, envs, actions, before = self._pending
+        self._pending = None
+        for future in futures:
+            try:
+                future.result()
+            except Exception as e:
+                raise WorkerError(f"{self.env_id}: a MuJoCo worker failed: {e}") from e
+        view, task = self._view(), self.task
+        speed = (task.position(view) - before) / self.dt
+        speed = speed if speed.ndim == 1 else speed[:, 0]
+        reward = np.zeros(self.num_envs)
+        terminated = np.zeros(self.num_envs, dtype=bool)
+        reward[envs] = task.reward(speed, actions, view)[envs]
+        if task.healthy is not None:
+            terminated[envs] = ~task.healthy(view)[envs]
+        return reward, terminated
+
+    def close(self) -> None:
+        self._workers.shutdown(wait=True)
+
+
+def _max_steps(env_id: str) -> int:
+    import gymnasium
+
+    return gymnasium.spec(env_id).max_episode_steps
+
+
+class MujocoPool:
+    """The engine's pool protocol over ``MujocoSims``: seeded restarts, time limit, no autoreset.
+
+    Episodes end at the task's termination or at gymnasium's ``max_episode_steps`` (1000);
+    an ended env is not stepped again until its next reset (the evaluator ignores it).
+    """
+
+    discrete = False
+
+    def __init__(self, env_id: str, num_envs: int, threads: int = 0):
+        self.sims = MujocoSims(env_id, num_envs, threads)
+        self.obs_shape = (self.sims.obs_dim,)
+        self.num_actions = self.sims.num_actions
+        self.action_low, self.action_high = self.sims.action_bounds
+        self.max_steps = _max_steps(env_id)
+        self._elapsed = np.zeros(num_envs, dtype=np.int64)
+        self._ended = np.ones(num_envs, dtype=bool)
+        self._stepping: np.ndarray | None = None
+
+    def reset(self, mask: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+        if self._stepping is not None:
+            raise StateError("MujocoPool.reset() while a step is in flight; call recv() first")
+        envs = np.flatnonzero(mask)
+        self.sims.reset(envs, seeds)
+        self._ended[envs], self._elapsed[envs] = False, 0
+        return self.sims.observe().astype(np.float32)
+
+    def send(self, actions: np.ndarray) -> None:
+        if self._stepping is not None:
+            raise StateError("MujocoPool.send() twice without recv(); call recv() first")
+        stepping = np.flatnonzero(~self._ended)
+        self.sims.step_async(actions, stepping)
+        self._stepping = stepping
+
+    def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._stepping is None:
+            raise StateError("MujocoPool.recv() without send(); call send(actions) first")
+        rewards, terminated = self.sims.step_wait()
+        envs, self._stepping = self._stepping, None
+        self._elapsed[envs] += 1
+        done = np.zeros(len(self._ended), dtype=bool)
+        done[envs] = terminated[envs] | (self._elapsed[envs] >= self.max_steps)
+        self._ended |= done
+        return self.sims.observe().astype(np.float32), rewards, done
+
+    def close(self) -> None:
+        self.sims.close()
+

@@ -1,0 +1,105 @@
+"""The batched MuJoCo tasks against gymnasium's own envs, fed the same seeds and actions."""
+
+import gymnasium
+import numpy as np
+import pytest
+
+from neuroevo.envs import make_vec
+from neuroevo.envs.locomotion import TASKS
+from neuroevo.envs.mujoco import MujocoPool
+from neuroevo.errors import StateError, UnknownName
+
+
+def _compare(ours, ref, steps: int, seed: int, scale: float = 1.5) -> tuple[int, int]:
+    """Step both with the same random actions (some beyond the bounds); returns the number
+    of terminations and truncations seen."""
+    np.testing.assert_allclose(ours.reset(seed=seed)[0], ref.reset(seed=seed)[0], rtol=0,
+                               atol=1e-6)
+    rng = np.random.default_rng(seed)
+    high = ref.single_action_space.high
+    ends = [0, 0]
+    for _ in range(steps):
+        actions = (rng.uniform(-scale, scale, (ours.num_envs, len(high))) * high)
+        actions = actions.astype(np.float32)
+        got, want = ours.step(actions), ref.step(actions)
+        for name, x, y in zip(("obs", "reward", "terminated", "truncated"), got[:4], want[:4],
+                              strict=True):
+            np.testing.assert_allclose(x, y, rtol=0, atol=1e-6, err_msg=name)
+        ends[0] += int(want[2].sum())
+        ends[1] += int(want[3].sum())
+    return tuple(ends)
+
+
+@pytest.mark.parametrize("env_id", sorted(TASKS))
+def test_equals_gymnasium_sync_vector_env(env_id):
+    ours = make_vec(env_id, 3, threads=2)
+    ref = gymnasium.make_vec(env_id, 3, vectorization_mode="sync")
+    assert ours.single_observation_space == ref.single_observation_space
+    assert ours.single_action_space == ref.single_action_space
+    terminated, _ = _compare(ours, ref, 300, seed=5)
+    if env_id not in ("HalfCheetah-v5", "Swimmer-v5"):  # these never terminate
+        assert terminated > 0  # autoreset after termination was compared too
+
+
+def test_time_limit_truncates_and_autoresets_like_gymnasium():
+    ours = make_vec("Swimmer-v5", 2, threads=1)
+    ref = gymnasium.make_vec("Swimmer-v5", 2, vectorization_mode="sync")
+    assert _compare(ours, ref, 1003, seed=1) == (0, 2)
+
+
+def test_partial_reset_and_thread_count_do_not_change_trajectories():
+    a, b = make_vec("Hopper-v5", 4, threads=1), make_vec("Hopper-v5", 4, threads=3)
+    a.reset(seed=[10, 11, 12, 13])
+    b.reset(seed=[99, 11, 98, 13])
+    mask = np.array([True, False, True, False])
+    b.reset(seed=[10, None, 12, None], options={"reset_mask": mask})
+    actions = np.random.default_rng(0).uniform(-1, 1, (50, 4, 3)).astype(np.float32)
+    for act in actions:
+        for x, y in zip(a.step(act)[:4], b.step(act)[:4], strict=True):
+            assert np.array_equal(x, y)
+
+
+def test_pool_episode_equals_a_fresh_gymnasium_env_with_its_seed():
+    rng = np.random.default_rng(3)
+    ref = gymnasium.make("Walker2d-v5")
+    obs, _ = ref.reset(seed=42)
+    expected, actions = [(obs, 0.0, False)], []
+    while not expected[-1][2]:
+        actions.append(rng.uniform(-1, 1, 6).astype(np.float32))
+        obs, reward, term, trunc, _ = ref.step(actions[-1])
+        expected.append((obs, reward, term or trunc))
+    pool = MujocoPool("Walker2d-v5", 3, threads=2)
+    pool.reset(np.ones(3, bool), np.array([1, 2, 3]))
+    for _ in range(4):  # some history in env 2 first
+        pool.send(np.zeros((3, 6), np.float32))
+        pool.recv()
+    got = [(pool.reset(np.array([False, False, True]), np.array([42]))[2], 0.0, False)]
+    for act in actions:
+        pool.send(np.stack([np.zeros(6, np.float32), np.ones(6, np.float32), act]))
+        obs, rewards, done = pool.recv()
+        got.append((obs[2], rewards[2], done[2]))
+    for (o, r, d), (eo, er, ed) in zip(got, expected, strict=True):
+        np.testing.assert_allclose(o, eo.astype(np.float32), rtol=0, atol=1e-6)
+        assert r == pytest.approx(er, abs=1e-9) and d == ed
+    pool.send(np.zeros((3, 6), np.float32))
+    assert pool.recv()[1][2] == 0.0  # an ended env is not stepped until its next reset
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(UnknownName, match=r"'HalfCheeta-v5'; did you mean 'HalfCheetah-v5'"):
+        make_vec("HalfCheeta-v5", 2)
+    pool = MujocoPool("HalfCheetah-v5", 2, threads=1)
+    pool.reset(np.ones(2, bool), np.array([0, 1]))
+    pool.send(np.zeros((2, 6), np.float32))
+    with pytest.raises(StateError, match=r"send\(\) twice without recv\(\)"):
+        pool.send(np.zeros((2, 6), np.float32))
+    pool.recv()
+    with pytest.raises(ValueError, match=r"actions must have shape \(2, 6\)"):
+        pool.send(np.zeros((2, 5), np.float32))
+    pool.send(np.zeros((2, 6), np.float32))  # a refused send leaves the pool usable
+    pool.recv()
+
+
+def test_generic_fallback_is_gymnasium_sync_vector_env():
+    envs = make_vec("CartPole-v1", 2)
+    assert isinstance(envs, gymnasium.vector.SyncVectorEnv) and envs.num_envs == 2
