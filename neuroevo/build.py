@@ -10,10 +10,13 @@ from neuroevo.config import Config
 from neuroevo.engine.pipeline import Evaluator, default_layout, resolve_device
 from neuroevo.envs.atari import AtariConfig, AtariPool
 from neuroevo.envs.gym import GymPool, check_env_id
-from neuroevo.errors import ConfigError, UnknownName
+from neuroevo.envs.locomotion import TASKS
+from neuroevo.envs.mujoco import MujocoPool
+from neuroevo.errors import CheckpointError, ConfigError, UnknownName, check_range
 from neuroevo.noise import NoiseTable, default_size
 from neuroevo.optim import OPTIMIZERS
 from neuroevo.policy.batched import BatchedPolicy
+from neuroevo.policy.obsnorm import ObsNorm
 from neuroevo.policy.nets import build_template
 
 
@@ -25,6 +28,15 @@ class Built:
     device: torch.device
     atari: AtariConfig | None  # None for a gymnasium env
     make_pool: object  # num_envs -> a pool of this run's env
+
+    def restore(self, state: dict) -> None:
+        """Load a checkpoint's optimizer and observation statistics."""
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.evaluator.obs_norm is not None:
+            if state.get("obs_norm") is None:
+                raise CheckpointError("the checkpoint has no observation statistics but the "
+                                      "config asks for env.obs_norm; resume with its config")
+            self.evaluator.obs_norm.load_state_dict(state["obs_norm"])
 
 
 def atari_config(cfg: Config) -> AtariConfig:
@@ -45,7 +57,8 @@ def make_optimizer(cfg: Config, policy: BatchedPolicy):
         # ES starts from one random network of the policy's initialisation.
         noise = NoiseTable.shared(size=default_size(spec.num_params))  # the optimizer's default
         center = noise.slice(cfg.seed, spec.num_params) * spec.init_std()
-        return OPTIMIZERS["es"](center=center, lr=a.lr, l2=a.l2, **common)
+        return OPTIMIZERS["es"](center=center, lr=a.lr, l2=a.l2,
+                                center_episodes=a.validation_episodes, **common)
     truncation = a.truncation or max(1, min(20, a.population // 5))
     extra = {"truncation": truncation} if a.name == "ga" else {}
     return OPTIMIZERS[a.name](spec.num_params, init_std=spec.init_std(),
@@ -67,7 +80,13 @@ def _hidden(text: str) -> tuple[int, ...]:
 def build(cfg: Config) -> Built:
     device = resolve_device(cfg.engine.device)
     e = cfg.engine
-    if cfg.env.id:
+    locomotion = cfg.env.id in TASKS
+    if locomotion:
+        atari, frameskip, cap = None, 1, cfg.env.episode_cap or None
+
+        def make_pool(n):
+            return MujocoPool(cfg.env.id, n, e.env_threads)
+    elif cfg.env.id:
         atari, frameskip, cap = None, 1, cfg.env.episode_cap or None
         check_env_id(cfg.env.id)
 
@@ -92,9 +111,19 @@ def build(cfg: Config) -> Built:
     policy = BatchedPolicy(template.to(device), spec)
     optimizer = make_optimizer(cfg, policy)
     subsets, slots = default_layout(cfg.algo.population, device)
+    norm, noise = cfg.env.obs_norm, cfg.env.action_noise
+    check_range("env.obs_norm", norm, norm in ("on", "off", "auto"), "on, off or auto")
+    if norm == "on" and len(obs_shape) == 3:
+        raise ConfigError("env.obs_norm=on needs vector observations, not images; use "
+                          "--set env.obs_norm=off")
+    check_range("env.action_noise", noise, noise is None or noise >= 0, "None or >= 0")
     evaluator = Evaluator(policy, make_pool, subsets=e.subsets or subsets,
                           slots=e.slots or slots, episode_cap=cap, frameskip=frameskip,
-                          device=device, seed=cfg.seed)
+                          device=device, seed=cfg.seed,
+                          obs_norm=ObsNorm(obs_shape) if norm == "on" or (
+                              norm == "auto" and locomotion) else None,
+                          obs_stats_fraction=cfg.env.obs_stats_fraction,
+                          action_noise=(0.01 if locomotion else 0.0) if noise is None else noise)
     return Built(policy, optimizer, evaluator, device, atari, make_pool)
 
 

@@ -30,7 +30,7 @@ from neuroevo.files import atomic_write
 from neuroevo.loop import Totals
 
 CSV_COLUMNS = ("generation", "frames", "episodes", "wall_time", "fitness_max", "fitness_mean",
-               "fitness_min", "elite_score", "fps", "occupancy")
+               "fitness_min", "elite_score", "center_score", "fps", "occupancy")
 
 
 class RunDir:
@@ -76,11 +76,14 @@ class RunDir:
             raise CheckpointError(f"{self.file('config.yaml')} is missing or corrupt ({e}); "
                                   "this is not a neuroevo run directory") from None
 
-    def save(self, optimizer, totals: Totals, history: list[dict], spec=None) -> None:
-        """Checkpoint first, then the files derived from it (``spec``: the policy's layout)."""
+    def save(self, optimizer, totals: Totals, history: list[dict], spec=None,
+             obs_norm=None) -> None:
+        """Checkpoint first, then the files derived from it (``spec``: the policy's layout;
+        ``obs_norm``: the shared observation normaliser, when the run has one)."""
+        norm = None if obs_norm is None else obs_norm.state_dict()
         buffer = io.BytesIO()
         torch.save({"optimizer": optimizer.state_dict(), "totals": dataclasses.asdict(totals),
-                    "history": history}, buffer)
+                    "history": history, "obs_norm": norm}, buffer)
         atomic_write(self.checkpoint, buffer.getvalue())
         self.write_metrics(history)
         elite = getattr(optimizer, "elite", None)
@@ -95,7 +98,11 @@ class RunDir:
             # Usable without neuroevo's genomes: torch.load(...)["params"] as named tensors.
             buffer = io.BytesIO()
             torch.save({"params": {k: v.clone() for k, v in spec.unflatten(params).items()},
-                        "generation": totals.generation - 1}, buffer)
+                        "generation": totals.generation - 1,
+                        # inputs are (obs - mean) / std clipped to +/-clip, when present
+                        "obs_norm": None if obs_norm is None else {
+                            "mean": obs_norm.mean.float(), "std": obs_norm.std.float(),
+                            "clip": obs_norm.clip}}, buffer)
             atomic_write(self.file("policy.pt"), buffer.getvalue())
 
     def load(self) -> dict:

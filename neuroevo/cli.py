@@ -55,15 +55,17 @@ def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
     try:
         for row in generations(built.optimizer, built.evaluator, budget, totals, live.episode):
             history.append(row)
-            run_dir.save(built.optimizer, totals, history, built.policy.spec)
+            run_dir.save(built.optimizer, totals, history, built.policy.spec,
+                         built.evaluator.obs_norm)
             board.write(row)
-            elite = row.get("elite_score")
+            elite = row.get("elite_score", row.get("center_score"))
+            label = "elite" if "elite_score" in row else "centre"
             live.start_generation()
             print(("\r" if progress else "") +
                   f"gen {row['generation']:>4}  frames {row['frames']:>11,}  "
                   f"fps {row['fps']:>7,.0f}  max {row['fitness_max']:>8.1f}  "
                   f"mean {row['fitness_mean']:>8.1f}"
-                  + (f"  elite {elite:>8.1f}" if elite is not None else "")
+                  + (f"  {label} {elite:>8.1f}" if elite is not None else "")
                   + (live.eta(row["fps"]) + " " * 8 if progress else ""), flush=True)
     finally:
         board.close()
@@ -132,7 +134,7 @@ def _continue(run_dir, generations, frames, no_progress: bool) -> int:
     if generations is not None or frames is not None:
         run_dir.write_config(cfg)  # a later resume keeps the new budget
     built = build(cfg)
-    built.optimizer.load_state_dict(state["optimizer"])
+    built.restore(state)
     totals, history = state["totals"], state["history"]
     run_dir.write_metrics(history)  # drop rows written after the checkpoint, if any
     print(f"neuroevo {neuroevo.__version__}: resuming {run_dir.path} after generation "

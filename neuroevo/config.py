@@ -22,7 +22,8 @@ class AlgoConfig:
     sigma: float | None = None  # mutation / perturbation std (None: the algorithm's default)
     truncation: int = 0  # GA parents (0: population // 5, at most 20; paper: 20)
     elite_candidates: int = 5  # GA/RS members re-evaluated for the elite (paper: 10)
-    validation_episodes: int = 5  # episodes per elite candidate (paper: 30)
+    validation_episodes: int = 5  # episodes per GA/RS elite candidate (paper: 30); ES: centre
+    # episodes per generation, for logging only
     lr: float = 0.01  # ES Adam step size
     l2: float = 0.005  # ES L2 coefficient
 
@@ -35,6 +36,11 @@ class EnvConfig:
     noop_max: int = 30  # random no-ops on reset
     frameskip: int = 4  # emulator frames per agent step
     episode_cap: int = 5000  # agent steps per training episode (paper: 5000)
+    obs_norm: str = "auto"  # on | off | auto: running observation normalisation (auto: on
+    # for the MuJoCo locomotion tasks, as OpenAI-ES)
+    obs_stats_fraction: float = 0.01  # training episodes whose observations update it (paper)
+    action_noise: float | None = None  # action noise std in training episodes (None: 0.01
+    # for the MuJoCo locomotion tasks, as OpenAI-ES; 0 otherwise)
 
 
 @dataclass

@@ -165,13 +165,16 @@ class PerturbationDecoder:
 class Population(Sequence):
     """What ``ask()`` returns: compact genomes plus the means to materialise them.
 
-    ``phase`` is ``"train"`` or ``"validate"`` (Deep GA's elite re-evaluation); with
-    ``generation`` and a member's index it names the evaluation, which is what evaluators
-    seed episodes from.
+    ``phase`` is ``"train"`` or ``"validate"`` (Deep GA's elite re-evaluation, ES's centre
+    evaluation); with ``generation`` and a member's index it names the evaluation, which is
+    what evaluators seed episodes from. ``budgeted`` is False for episodes run for logging
+    only, whose frames do not count towards a run's frame budget.
     """
 
-    def __init__(self, genomes: Sequence, generation: int, phase: str, make_decoder):
+    def __init__(self, genomes: Sequence, generation: int, phase: str, make_decoder,
+                 budgeted: bool = True):
         self.genomes, self.generation, self.phase = list(genomes), generation, phase
+        self.budgeted = budgeted
         self._make_decoder = make_decoder  # device -> decoder with .decode(genome)
         self._decoders: dict[torch.device, object] = {}
 

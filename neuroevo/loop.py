@@ -3,7 +3,8 @@
 The optimizer knows nothing about environments and the evaluator nothing about
 optimizers; this loop is the only place that holds both. A Deep GA generation is a
 training phase plus, when enabled, its elite-validation phase; frames of both count
-towards the budget (as in the paper).
+towards the budget (as in the paper). Episodes run for logging only (ES's centre
+evaluation: ``Population.budgeted`` False) are counted apart, as ``eval_frames``.
 """
 
 from __future__ import annotations
@@ -38,21 +39,25 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
                    ) -> dict:
     """Run every phase of the optimizer's current generation; update ``totals``; return a row."""
     row: dict = {"generation": optimizer.state.generation}
-    frames = episodes = phases = 0
+    frames = episodes = phases = eval_frames = 0
     wall = occupancy_sum = 0.0
     timings: dict[str, float] = {}  # seconds per pipeline stage, all phases
     while True:
         pop = optimizer.ask()
         result = evaluator.evaluate(pop, on_episode=on_episode)
         metrics = optimizer.tell(result.fitness)
-        frames, episodes, phases = frames + result.frames, episodes + len(pop), phases + 1
+        if pop.budgeted:
+            frames, episodes = frames + result.frames, episodes + len(pop)
+        else:
+            eval_frames += result.frames
+        phases += 1
         wall, occupancy_sum = wall + result.wall_time, occupancy_sum + result.occupancy
         timings = {k: timings.get(k, 0.0) + v for k, v in result.timings.items()}
         if pop.phase == "train":
             row.update(fitness_max=metrics["fitness_max"], fitness_mean=metrics["fitness_mean"],
                        fitness_min=metrics["fitness_min"],
                        episode_steps_mean=float(np.mean(result.steps)))
-        for key in ("elite_score", "sigma", "grad_norm", "update_ratio"):
+        for key in ("elite_score", "center_score", "sigma", "grad_norm", "update_ratio"):
             if key in metrics:
                 row[key] = metrics[key]
         if metrics["generation_done"]:
@@ -62,9 +67,11 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
     totals.episodes += episodes
     totals.wall_time += wall
     row.update(frames=totals.frames, episodes=totals.episodes, wall_time=totals.wall_time,
-               generation_frames=frames, fps=frames / wall if wall > 0 else 0.0,
+               generation_frames=frames, fps=(frames + eval_frames) / wall if wall > 0 else 0.0,
                occupancy=occupancy_sum / phases, best_fitness=optimizer.state.best_fitness,
                timings={k: round(v, 4) for k, v in timings.items()})
+    if eval_frames:
+        row["eval_frames"] = eval_frames
     return row
 
 

@@ -41,7 +41,7 @@ def saved_policy(run_dir: RunDir, genome: str = "elite"):
     state = run_dir.load()
     cfg.engine.slots = cfg.engine.subsets = 0  # automatic layout for the play population
     built = build(cfg)
-    built.optimizer.load_state_dict(state["optimizer"])
+    built.restore(state)
     if cfg.algo.name == "es":
         if genome == "best":
             built.evaluator.close()

@@ -46,6 +46,9 @@ def plot_runs(runs: list[str], output: str, x: str = "frames") -> None:
         if "elite_score" in rows[0]:
             ax.plot(xs, [r["elite_score"] for r in rows], label="elite (validated mean)",
                     linewidth=2.5)
+        if "center_score" in rows[0]:
+            ax.plot(xs, [r["center_score"] for r in rows], label="ES centre (mean, own episodes)",
+                    linewidth=2.5)
         ax.axhline(rows[0]["fitness_mean"], color="gray", linestyle="--",
                    label="random-init mean (gen 0)")
         ax.set_title(pathlib.Path(run).name)

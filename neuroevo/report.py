@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-SCALARS = ("fitness_max", "fitness_mean", "fitness_min", "elite_score", "fps", "occupancy",
+SCALARS = ("fitness_max", "fitness_mean", "fitness_min", "elite_score", "center_score", "fps",
+           "occupancy",
            "episodes", "wall_time")
 
 

@@ -11,6 +11,11 @@ the actions, and move to the next subset.
 A slot whose episode ends takes the next member at once (continuous batching); a
 generation ends when its last episode ends. Env seeds come from (run seed, generation,
 phase, member index), so fitness does not depend on the slot, subset or thread layout.
+
+For continuous control (OpenAI-ES on MuJoCo) the evaluator also normalises observations
+with a shared ``ObsNorm``, frozen during a generation and updated after it from the
+training episodes of a sample chosen by seed, and adds Gaussian action noise to training
+episodes, drawn from (episode seed, step): both are layout-independent too.
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from neuroevo.engine.slots import IDLE, Slots, episode_seed
+from neuroevo.engine.slots import IDLE, Slots, episode_seed, sampled, step_normals
 from neuroevo.errors import ConfigError, WorkerError, check_range
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
+from neuroevo.policy.obsnorm import ObsNorm
 
 STAGES = ("env_wait", "reset", "decode", "h2d", "forward", "d2h", "bookkeeping")
 
@@ -60,7 +66,9 @@ class _Subset:
         self.pool, self.params, self.slots = pool, slots, Slots(slots.num_rows)
         self.in_flight = False  # a step was sent and not yet received
         self.resetting: Future | None = None  # a reset running in the helper thread
-        self.obs: np.ndarray | None = None  # [slots, *obs_shape] uint8 latest observations
+        self.obs: np.ndarray | None = None  # [slots, *obs_shape] latest observations
+        self.seed = np.zeros(slots.num_rows, dtype=np.int64)  # [slots] episode seed
+        self.sampled = np.zeros(slots.num_rows, dtype=bool)  # [slots] feeds the obs stats
 
 
 class Evaluator:
@@ -78,15 +86,26 @@ class Evaluator:
         seed: the run seed that episode seeds derive from.
         async_resets: reset envs in helper threads (default: on unless the device is the CPU,
             where they compete with the forward pass for the same cores).
+        obs_norm: normalise observations with it, and update it after each training phase
+            from the episodes that ``obs_stats_fraction`` of them samples (paper: 0.01).
+        action_noise: std of Gaussian noise added to continuous actions in training
+            episodes (paper, MuJoCo: 0.01); never in validation or play.
     """
 
     def __init__(self, policy: BatchedPolicy, make_pool: Callable, *, subsets: int = 2,
                  slots: int = 32, episode_cap: int | None = None, frameskip: int = 1,
-                 device="auto", seed: int = 0, async_resets: bool | None = None):
+                 device="auto", seed: int = 0, async_resets: bool | None = None,
+                 obs_norm: ObsNorm | None = None, obs_stats_fraction: float = 0.01,
+                 action_noise: float = 0.0):
+        check_range("obs_stats_fraction", obs_stats_fraction, 0 <= obs_stats_fraction <= 1,
+                    "in [0, 1]")
+        check_range("action_noise", action_noise, action_noise >= 0, ">= 0")
         check_range("subsets", subsets, isinstance(subsets, int) and subsets >= 1, ">= 1")
         check_range("slots", slots, isinstance(slots, int) and slots >= 1, ">= 1")
         self.policy, self.episode_cap, self.frameskip = policy, episode_cap, frameskip
         self.device, self.seed = resolve_device(device), seed
+        self.obs_norm, self.obs_stats_fraction = obs_norm, obs_stats_fraction
+        self.action_noise = action_noise
         self.subsets = [_Subset(make_pool(slots), SlotParams(policy.spec, slots, self.device))
                         for _ in range(subsets)]
         pool = self.subsets[0].pool
@@ -110,6 +129,9 @@ class Evaluator:
         progress displays; ``frames`` are that episode's).
         """
         n = len(pop)
+        training = pop.phase == "train" and getattr(pop, "budgeted", True)
+        normalize = self.obs_norm.frozen(self.device) if self.obs_norm is not None else None
+        stats: dict[int, list] = {}  # member -> [sum, sumsq, count] of its observations
         fitness, steps = np.zeros(n), np.zeros(n, dtype=np.int64)
         timings = dict.fromkeys(STAGES, 0.0)
         computed, offered = 0, 0
@@ -133,7 +155,11 @@ class Evaluator:
                 sub.params.load(row, pop.member_params(next_member, self.device))
                 timings["decode"] += time.perf_counter() - t
                 mask[env] = True
-                seeds.append(episode_seed(self.seed, pop.generation, pop.phase, next_member))
+                seed = episode_seed(self.seed, pop.generation, pop.phase, next_member)
+                seeds.append(seed)
+                sub.seed[env] = seed
+                sub.sampled[env] = (training and normalize is not None
+                                    and sampled(seed, self.obs_stats_fraction))
                 next_member += 1
             if mask.any():
                 seeds = np.array(seeds, dtype=np.int64)
@@ -154,7 +180,14 @@ class Evaluator:
             count = sub.slots.count
             envs = sub.slots.env_of[:count]  # [count] env of each computed row
             t0 = time.perf_counter()
-            obs = torch.from_numpy(sub.obs[envs]).to(self.device, non_blocking=True)
+            rows = sub.obs[envs]  # [count, *obs_shape]
+            for k in np.flatnonzero(sub.sampled[envs]):  # a few episodes feed the statistics
+                x = rows[k].astype(np.float64)
+                acc = stats.setdefault(int(sub.slots.member[envs[k]]), [0.0, 0.0, 0])
+                acc[0], acc[1], acc[2] = acc[0] + x, acc[1] + x * x, acc[2] + 1
+            obs = torch.from_numpy(rows).to(self.device, non_blocking=True)
+            if normalize is not None:
+                obs = normalize(obs)
             t1 = time.perf_counter()
             out = self.policy.forward(sub.params.prefix(count), obs)  # [count, A]
             t2 = time.perf_counter()
@@ -163,7 +196,11 @@ class Evaluator:
                 actions[envs] = out.argmax(1).cpu().numpy()  # sync: the envs need the actions
             else:
                 actions = np.zeros((len(sub.slots.member), out.shape[1]), dtype=np.float32)
-                actions[envs] = np.clip(out.cpu().numpy(), self.low, self.high)  # sync: as above
+                chosen = out.cpu().numpy()  # sync: as above
+                if training and self.action_noise:
+                    chosen = chosen + self.action_noise * step_normals(
+                        sub.seed[envs], sub.slots.steps[envs], chosen.shape[1])
+                actions[envs] = np.clip(chosen, self.low, self.high)
             t3 = time.perf_counter()
             timings["h2d"] += t1 - t0
             timings["forward"] += t2 - t1
@@ -213,6 +250,9 @@ class Evaluator:
                 if sub.resetting is None and sub.slots.count:
                     act(sub)
 
+        if stats:  # added in member order: the same sums whatever the layout
+            s, ssq, count = (sum(stats[m][i] for m in sorted(stats)) for i in range(3))
+            self.obs_norm.increment(torch.from_numpy(s), torch.from_numpy(ssq), count)
         wall = time.perf_counter() - start
         return EvalResult(fitness, steps, int(steps.sum()) * self.frameskip, wall, timings,
                           computed / offered if offered else 0.0)

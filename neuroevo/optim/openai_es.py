@@ -36,6 +36,8 @@ class ESState:
     adam: AdamState
     generation: int = 0
     best_fitness: float = float("-inf")
+    phase: str = "train"  # "validate": the centre's logging episodes come next
+    center_score: float | None = None  # mean return of the latest centre evaluation
 
 
 class OpenAIES(Optimizer):
@@ -49,6 +51,10 @@ class OpenAIES(Optimizer):
         lr, l2: Adam step size and L2 coefficient (paper: 0.01, 0.005).
         beta1, beta2, eps: Adam's constants (paper's code: 0.9, 0.999, 1e-8).
         shaping: ``"centered_ranks"`` (paper) or ``"none"`` (raw returns).
+        center_episodes: after each update, a ``"validate"`` phase runs the new centre on
+            this many episodes, for logging only (``center_score``; the paper's evaluation
+            of the current policy); it changes nothing, and its episodes are outside the
+            frame budget (``Population.budgeted`` is False). 0 skips it.
         seed, noise, nonfinite: as for ``GA``.
     """
 
@@ -57,7 +63,8 @@ class OpenAIES(Optimizer):
     def __init__(self, num_params: int | None = None, *, center=None,
                  population_size: int = 1000, sigma: float = 0.02, lr: float = 0.01,
                  l2: float = 0.005, beta1: float = 0.9, beta2: float = 0.999,
-                 eps: float = 1e-8, shaping: str = "centered_ranks", seed: int = 0,
+                 eps: float = 1e-8, shaping: str = "centered_ranks", center_episodes: int = 0,
+                 seed: int = 0,
                  noise: NoiseTable | None = None, nonfinite: str = "raise"):
         num_params, center = resolve_dims(num_params, center)
         super().__init__(num_params, population_size, seed, noise, nonfinite)
@@ -70,6 +77,9 @@ class OpenAIES(Optimizer):
         check_range("beta2", beta2, 0 <= beta2 < 1, "in [0, 1)")
         check_range("eps", eps, eps > 0, "> 0")
         check_range("shaping", shaping, shaping in SHAPINGS, f"one of {SHAPINGS}")
+        check_range("center_episodes", center_episodes,
+                    isinstance(center_episodes, int) and center_episodes >= 0, ">= 0")
+        self.center_episodes = center_episodes
         self.sigma, self.lr, self.l2 = float(sigma), float(lr), float(l2)
         self.beta1, self.beta2, self.eps, self.shaping = beta1, beta2, eps, shaping
         center = torch.zeros(num_params) if center is None else center
@@ -80,9 +90,14 @@ class OpenAIES(Optimizer):
         return self.state.center
 
     def _ask(self) -> Population:
+        center = self.state.center.clone()  # the population keeps the centre it was drawn at
+        if self.state.phase == "validate":
+            # sign 0 decodes to the centre itself, bit for bit
+            return Population([Perturbation(0, 0)] * self.center_episodes, self.state.generation,
+                              "validate", lambda device: PerturbationDecoder(
+                                  self.noise, center, self.sigma, device), budgeted=False)
         seeds = self.rng().integers(0, SEED_BOUND, self.population_size // 2)
         genomes = [Perturbation(int(k), sign) for k in seeds for sign in (1, -1)]
-        center = self.state.center.clone()  # the population keeps the centre it was drawn at
         return Population(genomes, self.state.generation, "train",
                           lambda device: PerturbationDecoder(self.noise, center, self.sigma,
                                                              device))
@@ -99,10 +114,17 @@ class OpenAIES(Optimizer):
 
     def _tell(self, pop: Population, fitness: np.ndarray) -> tuple[dict, bool]:
         s = self.state
+        if s.phase == "validate":
+            s.phase, s.center_score = "train", float(fitness.mean())
+            return {"center_score": s.center_score}, True
         g = self.gradient(pop, fitness)
         new = adam_step(s.center, -g + self.l2 * s.center, s.adam, self.lr, self.beta1,
                         self.beta2, self.eps)
         update_ratio = float((new - s.center).norm() / s.center.norm().clamp_min(1e-12))
         s.center = new
-        return {"grad_norm": float(g.norm()), "update_ratio": update_ratio,
-                "center_norm": float(new.norm())}, True
+        metrics = {"grad_norm": float(g.norm()), "update_ratio": update_ratio,
+                   "center_norm": float(new.norm())}
+        if self.center_episodes:
+            s.phase = "validate"
+            return metrics, False
+        return metrics, True

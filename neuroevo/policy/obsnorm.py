@@ -58,9 +58,13 @@ class ObsNorm:
         return (self.sumsq / self.count - self.mean**2).clamp_min(self.var_floor).sqrt()
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
-        mean = self.mean.to(obs.device, torch.float32)
-        std = self.std.to(obs.device, torch.float32)
-        return ((obs - mean) / std).clamp(-self.clip, self.clip)
+        return self.frozen(obs.device)(obs)
+
+    def frozen(self, device):
+        """The normalisation as it stands now, with its statistics on ``device`` once."""
+        mean = self.mean.to(device, torch.float32)
+        std = self.std.to(device, torch.float32)
+        return lambda obs: ((obs - mean) / std).clamp(-self.clip, self.clip)
 
     def state_dict(self) -> dict:
         return {"sum": self.sum.clone(), "sumsq": self.sumsq.clone(), "count": self.count}

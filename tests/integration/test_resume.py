@@ -8,12 +8,14 @@ import sys
 import time
 
 import pytest
+import torch
 
 TINY = ["--game", "pong", "--population", "6", "--episode-cap", "25", "--device", "cpu",
         "--set", "algo.elite_candidates=2", "--set", "algo.validation_episodes=2",
         "--set", "engine.slots=2", "--no-progress"]
 DETERMINISTIC = ("generation", "frames", "episodes", "fitness_max", "fitness_mean",
-                 "fitness_min", "elite_score", "sigma", "best_fitness")
+                 "fitness_min", "elite_score", "center_score", "eval_frames", "sigma",
+                 "best_fitness")
 
 
 def neuroevo(*args, cwd):
@@ -79,6 +81,21 @@ def test_resume_on_cartpole_equals_an_uninterrupted_run(tmp_path):
     assert out.returncode == 0, out.stderr
     assert rows(tmp_path / "b") == rows(tmp_path / "a")
     assert rows(tmp_path / "a")[-1]["fitness_max"] > rows(tmp_path / "a")[0]["fitness_mean"]
+
+
+def test_resume_es_on_mujoco_keeps_the_observation_statistics(tmp_path):
+    hopper = ["--env", "Hopper-v5", "--population", "6", "--device", "cpu", "--set",
+              "net.hidden=16,16", "--set", "env.obs_stats_fraction=0.5", "--set",
+              "algo.validation_episodes=2", "--no-progress"]
+    assert neuroevo("run", "es", *hopper, "--generations", "3", "--run-dir", "a",
+                    cwd=tmp_path).returncode == 0
+    assert neuroevo("run", "es", *hopper, "--generations", "1", "--run-dir", "b",
+                    cwd=tmp_path).returncode == 0
+    out = neuroevo("resume", "b", "--generations", "3", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert rows(tmp_path / "b") == rows(tmp_path / "a")
+    saved = torch.load(tmp_path / "b" / "policy.pt")
+    assert saved["obs_norm"]["mean"].shape == (11,) and saved["obs_norm"]["clip"] == 5.0
 
 
 def test_resume_errors_are_one_line_exit_2(tmp_path):

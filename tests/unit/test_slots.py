@@ -1,6 +1,6 @@
 import numpy as np
 
-from neuroevo.engine.slots import IDLE, Slots, episode_seed
+from neuroevo.engine.slots import IDLE, Slots, episode_seed, sampled, step_normals
 
 
 def check_invariants(s: Slots):
@@ -41,3 +41,23 @@ def test_episode_seeds_name_the_evaluation():
              for i in range(50)}
     assert len(seeds) == 300 and all(0 <= x < 2**31 for x in seeds)
     assert episode_seed(1, 0, "train", 0) != episode_seed(0, 0, "train", 0)
+
+
+def test_step_normals_are_standard_normal_and_keyed_by_seed_and_step():
+    z = step_normals(np.arange(20000), np.full(20000, 3), 4)  # [N, 4]
+    assert z.shape == (20000, 4)
+    assert abs(z.mean()) < 0.02 and abs(z.std() - 1) < 0.02
+    assert abs((z**4).mean() - 3) < 0.15  # the normal's kurtosis
+    assert abs(np.corrcoef(z[:, 0], z[:, 1])[0, 1]) < 0.03  # components independent
+    alone = step_normals(np.array([5]), np.array([7]), 4)[0]
+    batched = step_normals(np.array([1, 5, 5]), np.array([7, 7, 8]), 4)
+    assert np.array_equal(alone, batched[1])  # a function of (seed, step) only
+    assert not np.array_equal(batched[0], batched[1]) and not np.array_equal(batched[1],
+                                                                             batched[2])
+
+
+def test_sampled_takes_the_asked_fraction_of_seeds():
+    seeds = range(50000)
+    assert abs(sum(sampled(s, 0.01) for s in seeds) / 50000 - 0.01) < 0.002
+    assert not any(sampled(s, 0.0) for s in range(1000))
+    assert all(sampled(s, 1.0) for s in range(1000))

@@ -1,0 +1,108 @@
+"""OpenAI-ES on the batched MuJoCo pools: the pipelined evaluator against a naive loop over
+gymnasium's own env, and layout independence with observation statistics and action noise."""
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+from torch.func import functional_call
+
+from neuroevo.build import build
+from neuroevo.config import Config, override
+from neuroevo.engine.slots import episode_seed, step_normals
+
+
+def _config(**overrides) -> Config:
+    cfg = Config()
+    for key, value in {"algo.name": "es", "env.id": "Hopper-v5", "algo.population": 6,
+                       "engine.device": "cpu", "net.hidden": "16,16", "seed": 3,
+                       "env.obs_stats_fraction": 1.0, **overrides}.items():
+        override(cfg, key, value)
+    return cfg
+
+
+def _naive_episode(built, params, seed, normalize, noise_std):
+    """One episode, one network, one gymnasium env, a plain loop."""
+    env = gymnasium.make("Hopper-v5")
+    obs, _ = env.reset(seed=seed)
+    layers = built.policy.spec.unflatten(params)
+    low, high = env.action_space.low, env.action_space.high
+    total, seen, t = 0.0, [], 0
+    while True:
+        x = torch.from_numpy(obs.astype(np.float32))
+        seen.append(x.double())
+        out = functional_call(built.policy.template, layers, (normalize(x)[None],))[0].numpy()
+        noise = noise_std * step_normals(np.array([seed]), np.array([t]), len(out))[0]
+        obs, reward, term, trunc, _ = env.step(np.clip(out + noise, low, high).astype(np.float32))
+        total, t = total + reward, t + 1
+        if term or trunc:
+            return total, t, torch.stack(seen)
+
+
+def test_es_episodes_equal_a_naive_loop_over_gymnasium():
+    built = build(_config())
+    norm = built.evaluator.obs_norm
+    assert norm is not None and built.evaluator.action_noise == 0.01  # auto for MuJoCo
+    rng = np.random.default_rng(0)  # statistics that make the normalisation matter
+    norm.update(torch.from_numpy(rng.normal(0.5, 3.0, (50, 11))))
+    before = norm.state_dict()
+    normalize = norm.frozen("cpu")
+    pop = built.optimizer.ask()
+    result = built.evaluator.evaluate(pop)
+    seen = []
+    for i in range(len(pop)):
+        seed = episode_seed(3, pop.generation, "train", i)
+        ret, steps, obs = _naive_episode(built, pop.member_params(i), seed, normalize, 0.01)
+        assert result.fitness[i] == pytest.approx(ret, rel=1e-5, abs=1e-4)
+        assert result.steps[i] == steps
+        seen.append(obs)
+    seen = torch.cat(seen)  # every observation of every training episode (fraction 1.0)
+    assert norm.count == pytest.approx(before["count"] + len(seen))
+    torch.testing.assert_close(norm.sum, before["sum"] + seen.sum(0), rtol=1e-9, atol=1e-6)
+    torch.testing.assert_close(norm.sumsq, before["sumsq"] + (seen**2).sum(0), rtol=1e-9,
+                               atol=1e-6)
+    center = built.optimizer.tell(result.fitness)
+    assert not center["generation_done"]  # the centre's own episodes come next
+    pop = built.optimizer.ask()
+    assert pop.phase == "validate" and not pop.budgeted and len(pop) == 5
+    assert torch.equal(pop.member_params(0), built.optimizer.center)
+    count = norm.count
+    result = built.evaluator.evaluate(pop)
+    assert norm.count == count  # validation episodes leave the statistics alone
+    ret, _, _ = _naive_episode(built, built.optimizer.center,
+                               episode_seed(3, pop.generation, "validate", 0),
+                               norm.frozen("cpu"), 0.0)  # and carry no action noise
+    assert result.fitness[0] == pytest.approx(ret, rel=1e-5, abs=1e-4)
+    metrics = built.optimizer.tell(result.fitness)
+    assert metrics["center_score"] == pytest.approx(result.fitness.mean())
+    built.evaluator.close()
+
+
+def _run(subsets=2, slots=3, centre_episodes=2):
+    from neuroevo.loop import Budget, generations
+
+    cfg = _config(**{"engine.subsets": subsets, "engine.slots": slots,
+                     "env.obs_stats_fraction": 0.5, "algo.validation_episodes": centre_episodes})
+    built = build(cfg)
+    rows = list(generations(built.optimizer, built.evaluator, Budget(generations=2)))
+    built.evaluator.close()
+    return rows, built.evaluator.obs_norm.state_dict(), built.optimizer.center
+
+
+@pytest.mark.parametrize("layout", [(1, 1), (2, 2), (3, 4)])
+def test_fitness_and_statistics_do_not_depend_on_the_layout(layout):
+    keys = ("fitness_mean", "fitness_max", "center_score", "frames", "eval_frames")
+    (rows, norm, center), (rows2, norm2, center2) = _run(), _run(*layout)
+    assert [[r[k] for k in keys] for r in rows] == [[r[k] for k in keys] for r in rows2]
+    assert all(torch.equal(norm[k], norm2[k]) for k in ("sum", "sumsq"))
+    assert torch.equal(center, center2)
+
+
+def test_centre_episodes_are_logged_apart_and_change_nothing():
+    (rows, norm, center), (plain, norm0, center0) = _run(), _run(centre_episodes=0)
+    keys = ("fitness_mean", "fitness_max", "frames", "episodes")
+    assert [[r[k] for k in keys] for r in rows] == [[r[k] for k in keys] for r in plain]
+    assert all(torch.equal(norm[k], norm0[k]) for k in ("sum", "sumsq"))
+    assert torch.equal(center, center0)
+    assert all(r["eval_frames"] > 0 and "center_score" in r for r in rows)
+    assert all("eval_frames" not in r and "center_score" not in r for r in plain)
