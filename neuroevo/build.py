@@ -16,8 +16,8 @@ from neuroevo.errors import CheckpointError, ConfigError, UnknownName, check_ran
 from neuroevo.noise import NoiseTable, default_size
 from neuroevo.optim import OPTIMIZERS
 from neuroevo.policy.batched import BatchedPolicy
-from neuroevo.policy.obsnorm import ObsNorm
 from neuroevo.policy.nets import build_template
+from neuroevo.policy.obsnorm import ObsNorm
 
 
 @dataclass
