@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from neuroevo.build import train
+from neuroevo.api import train
 from neuroevo.genomes import Perturbation, Population, SeedChain
 from neuroevo.noise import NoiseTable
 from neuroevo.optim import GA, OPTIMIZERS, OpenAIES, RandomSearch

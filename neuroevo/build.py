@@ -24,19 +24,20 @@ from neuroevo.policy.obsnorm import ObsNorm
 class Built:
     policy: BatchedPolicy
     optimizer: object
-    evaluator: Evaluator
+    evaluator: Evaluator  # or a distributed evaluator with the same calls (neuroevo.dist)
     device: torch.device
     atari: AtariConfig | None  # None for a gymnasium env
     make_pool: object  # num_envs -> a pool of this run's env
+    obs_norm: ObsNorm | None = None  # the run's shared observation normaliser
 
     def restore(self, state: dict) -> None:
         """Load a checkpoint's optimizer and observation statistics."""
         self.optimizer.load_state_dict(state["optimizer"])
-        if self.evaluator.obs_norm is not None:
+        if self.obs_norm is not None:
             if state.get("obs_norm") is None:
                 raise CheckpointError("the checkpoint has no observation statistics but the "
                                       "config asks for env.obs_norm; resume with its config")
-            self.evaluator.obs_norm.load_state_dict(state["obs_norm"])
+            self.obs_norm.load_state_dict(state["obs_norm"])
 
 
 def atari_config(cfg: Config) -> AtariConfig:
@@ -77,7 +78,9 @@ def _hidden(text: str) -> tuple[int, ...]:
     return sizes
 
 
-def build(cfg: Config) -> Built:
+def build(cfg: Config, local: bool = True) -> Built:
+    """The run's objects; ``local=False`` leaves ``evaluator`` None (no env pools here) for
+    a distributed evaluator to take its place."""
     device = resolve_device(cfg.engine.device)
     e = cfg.engine
     locomotion = cfg.env.id in TASKS
@@ -117,37 +120,12 @@ def build(cfg: Config) -> Built:
         raise ConfigError("env.obs_norm=on needs vector observations, not images; use "
                           "--set env.obs_norm=off")
     check_range("env.action_noise", noise, noise is None or noise >= 0, "None or >= 0")
+    obs_norm = ObsNorm(obs_shape) if norm == "on" or (norm == "auto" and locomotion) else None
     evaluator = Evaluator(policy, make_pool, subsets=e.subsets or subsets,
                           slots=e.slots or slots, episode_cap=cap, frameskip=frameskip,
-                          device=device, seed=cfg.seed,
-                          obs_norm=ObsNorm(obs_shape) if norm == "on" or (
-                              norm == "auto" and locomotion) else None,
+                          device=device, seed=cfg.seed, obs_norm=obs_norm,
                           obs_stats_fraction=cfg.env.obs_stats_fraction,
-                          action_noise=(0.01 if locomotion else 0.0) if noise is None else noise)
-    return Built(policy, optimizer, evaluator, device, atari, make_pool)
+                          action_noise=(0.01 if locomotion else 0.0) if noise is None else noise,
+                          ) if local else None
+    return Built(policy, optimizer, evaluator, device, atari, make_pool, obs_norm)
 
-
-def train(cfg: Config | None = None, *, on_generation=None, on_episode=None, **overrides):
-    """Build a run from ``cfg`` (plus dotted ``overrides`` such as ``algo__population=32``)
-    and train until the budget is spent (one generation without one); returns a
-    ``RunResult``. Example: ``train(algo__name="ga", env__game="pong", budget__generations=3)``.
-    """
-    from neuroevo.config import override
-    from neuroevo.loop import Budget, RunResult, generations
-
-    cfg = cfg or Config()
-    for key, value in overrides.items():
-        override(cfg, key.replace("__", "."), value)
-    built = build(cfg)
-    budget = Budget(cfg.budget.generations or None, cfg.budget.frames or None)
-    if budget.generations is None and budget.frames is None:
-        budget.generations = 1
-    result = RunResult(optimizer=built.optimizer, policy=built.policy)
-    try:
-        for row in generations(built.optimizer, built.evaluator, budget, on_episode=on_episode):
-            result.history.append(row)
-            if on_generation is not None:
-                on_generation(row)
-    finally:
-        built.evaluator.close()
-    return result

@@ -55,8 +55,7 @@ def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
     try:
         for row in generations(built.optimizer, built.evaluator, budget, totals, live.episode):
             history.append(row)
-            run_dir.save(built.optimizer, totals, history, built.policy.spec,
-                         built.evaluator.obs_norm)
+            run_dir.save(built.optimizer, totals, history, built.policy.spec, built.obs_norm)
             board.write(row)
             elite = row.get("elite_score", row.get("center_score"))
             label = "elite" if "elite_score" in row else "centre"
@@ -81,9 +80,9 @@ def _budget(cfg, generations, frames):
 
 
 def _run(args) -> int:
-    from neuroevo.build import build
     from neuroevo.checkpoint import RunDir
     from neuroevo.config import Config, load, override
+    from neuroevo.dist import build_run
     from neuroevo.errors import ConfigError
     from neuroevo.loop import Totals
 
@@ -92,7 +91,9 @@ def _run(args) -> int:
                        ("seed", args.seed),
                        ("algo.population", args.population), ("net.name", args.net),
                        ("budget.generations", args.generations), ("budget.frames", args.frames),
-                       ("engine.device", args.device), ("env.episode_cap", args.episode_cap)):
+                       ("engine.device", args.device), ("env.episode_cap", args.episode_cap),
+                       ("engine.backend", args.backend), ("engine.ray_address", args.ray_address),
+                       ("engine.ray_actors", args.ray_actors)):
         if value is not None:
             override(cfg, key, value)
     for item in args.set or []:
@@ -108,7 +109,7 @@ def _run(args) -> int:
     if args.resume and run_dir.holds_run() and os.path.exists(run_dir.checkpoint):
         return _continue(run_dir, args.generations, args.frames, args.no_progress)
     run_dir.ensure_free(args.force)
-    built = build(cfg)  # validates names and values before anything is written
+    built = build_run(cfg)  # validates names and values before anything is written
     run_dir.create(cfg, force=args.force)
     print(f"neuroevo {neuroevo.__version__}: {cfg.algo.name} on {env}, "
           f"{built.policy.spec.num_params:,} parameters, population {cfg.algo.population}, "
@@ -126,14 +127,14 @@ def _resume(args) -> int:
 
 def _continue(run_dir, generations, frames, no_progress: bool) -> int:
     """Continue ``run_dir`` from its checkpoint with its own config (and a new budget)."""
-    from neuroevo.build import build
+    from neuroevo.dist import build_run
 
     cfg = run_dir.load_config()
     state = run_dir.load()
     budget = _budget(cfg, generations, frames)
     if generations is not None or frames is not None:
         run_dir.write_config(cfg)  # a later resume keeps the new budget
-    built = build(cfg)
+    built = build_run(cfg)
     built.restore(state)
     totals, history = state["totals"], state["history"]
     run_dir.write_metrics(history)  # drop rows written after the checkpoint, if any
@@ -218,6 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="config overrides, e.g. experiments/configs/deep_ga_atari.yaml")
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="any config key, e.g. --set algo.truncation=20 (repeatable)")
+    run.add_argument("--backend", choices=("local", "ray"),
+                     help=f"where episodes run (default: {d.engine.backend}; ray: Ray actors)")
+    run.add_argument("--ray-address", metavar="auto|HOST:PORT",
+                     help="a Ray cluster to join (default: start Ray on this machine)")
+    run.add_argument("--ray-actors", type=int, metavar="N",
+                     help="Ray actors, each a pipelined evaluator (default: one per node)")
     run.add_argument("--run-dir", help="where to write the run (default: "
                                        "runs/<algo>-<game>-<time>)")
     run.add_argument("--force", action="store_true", help="overwrite a run dir in use")

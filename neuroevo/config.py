@@ -55,6 +55,9 @@ class EngineConfig:
     subsets: int = 0  # double-buffered subsets (0: automatic)
     slots: int = 0  # slots per subset (0: automatic)
     env_threads: int = 0  # emulator threads per subset (0: ale-py's choice)
+    backend: str = "local"  # local | ray (episodes in Ray actors, seed-only messages)
+    ray_address: str = ""  # Ray cluster: auto | HOST:PORT (empty: start one on this machine)
+    ray_actors: int = 0  # Ray actors, each with a pipelined evaluator (0: one per node)
 
 
 @dataclass

@@ -39,7 +39,7 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
                    ) -> dict:
     """Run every phase of the optimizer's current generation; update ``totals``; return a row."""
     row: dict = {"generation": optimizer.state.generation}
-    frames = episodes = phases = eval_frames = 0
+    frames = episodes = phases = eval_frames = comm_bytes = 0
     wall = occupancy_sum = 0.0
     timings: dict[str, float] = {}  # seconds per pipeline stage, all phases
     while True:
@@ -51,6 +51,7 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
         else:
             eval_frames += result.frames
         phases += 1
+        comm_bytes += getattr(result, "comm_bytes", 0)
         wall, occupancy_sum = wall + result.wall_time, occupancy_sum + result.occupancy
         timings = {k: timings.get(k, 0.0) + v for k, v in result.timings.items()}
         if pop.phase == "train":
@@ -72,6 +73,8 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
                timings={k: round(v, 4) for k, v in timings.items()})
     if eval_frames:
         row["eval_frames"] = eval_frames
+    if comm_bytes:  # a distributed evaluator: driver <-> worker messages of this generation
+        row["bytes_per_generation"] = comm_bytes
     return row
 
 

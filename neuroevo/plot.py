@@ -13,10 +13,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.ticker import EngFormatter
 
 from neuroevo.errors import CheckpointError, UnknownName
 
-X = {"frames": ("frames", "emulator frames"), "generations": ("generation", "generation"),
+X = {"frames": ("frames", "frames (Atari: emulator frames; gymnasium: env steps)"),
+     "generations": ("generation", "generation"),
      "time": ("wall_time", "wall time (s)")}
 
 
@@ -53,6 +55,7 @@ def plot_runs(runs: list[str], output: str, x: str = "frames") -> None:
                    label="random-init mean (gen 0)")
         ax.set_title(pathlib.Path(run).name)
         ax.set_xlabel(label)
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 250k, 10M
         ax.set_ylabel("episode score")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)

@@ -7,7 +7,8 @@ For each task, in interleaved rounds (each figure is its best round):
 - ``batched``: ``neuroevo.envs.make_vec`` stepped with random actions (autoreset included);
 - ``gym_sync``: ``gymnasium.make_vec(id, n, vectorization_mode="sync")``, the same actions;
 - ``physics``: the batched env's own ``MjData`` stepped with ``mj_step(nstep=frame_skip)``
-  alone, in the same worker threads: the bound on what the batched env can reach.
+  alone, in the same worker threads, restarting episodes where the env would (time limit,
+  termination from qpos/qvel): the bound on what the batched env can reach.
 Env steps/s count agent steps (one per env per ``step`` call).
 """
 
@@ -47,17 +48,34 @@ def bench_task(env_id: str, n: int, seconds: float, rounds: int, threads: int) -
     ).astype(np.float32)
     counter = iter(range(1 << 62))
 
-    def physics_chunk(chunk):
+    # physics: ctrl, mj_step and the qpos/qvel reads that tell when an episode ends (so that
+    # episodes restart where the env would restart them: a fallen Humanoid steps slower)
+    qpos, qvel = np.zeros((n, sims.model.nq)), np.zeros((n, sims.model.nv))
+    elapsed = np.zeros(n, dtype=np.int64)
+
+    def physics_chunk(chunk, act):
         for i in chunk:
-            mujoco.mj_step(sims.model, sims.datas[i], nstep=sims.task.frame_skip)
+            d = sims.datas[i]
+            np.copyto(d.ctrl, act[i])
+            mujoco.mj_step(sims.model, d, nstep=sims.task.frame_skip)
+            np.copyto(qpos[i], d.qpos)
+            np.copyto(qvel[i], d.qvel)
 
     chunks = [c for c in np.array_split(np.arange(n), sims.threads) if len(c)]
 
     def physics():  # as the batched env does: the caller steps the last chunk itself
-        futures = [sims._workers.submit(physics_chunk, c) for c in chunks[:-1]]
-        physics_chunk(chunks[-1])
+        act = actions[next(counter) % 64]
+        futures = [sims._workers.submit(physics_chunk, c, act) for c in chunks[:-1]]
+        physics_chunk(chunks[-1], act)
         for f in futures:
             f.result()
+        elapsed[:] += 1
+        ended = elapsed >= ours.max_episode_steps
+        if sims.task.healthy is not None:
+            ended |= ~sims.task.healthy({"qpos": qpos, "qvel": qvel})
+        restart = np.flatnonzero(ended)
+        sims.reset(restart, [None] * len(restart))
+        elapsed[restart] = 0
 
     fns = {"batched": lambda: ours.step(actions[next(counter) % 64]),
            "gym_sync": lambda: ref.step(actions[next(counter) % 64]),

@@ -59,6 +59,8 @@ class EvalResult:
     wall_time: float
     timings: dict = field(default_factory=dict)  # seconds per pipeline stage
     occupancy: float = 0.0  # mean fraction of slots computed per forward pass
+    obs_stats: dict = field(default_factory=dict)  # member -> [sum, sumsq, count] (sampled)
+    comm_bytes: int = 0  # bytes of messages between driver and workers (distributed only)
 
 
 class _Subset:
@@ -122,13 +124,18 @@ class Evaluator:
         for sub in self.subsets:
             sub.pool.close()
 
-    def evaluate(self, pop, on_episode: Callable | None = None) -> EvalResult:
-        """Run one episode of every member of ``pop``; returns fitness in member order.
+    def evaluate(self, pop, on_episode: Callable | None = None, indices=None,
+                 merge_stats: bool = True) -> EvalResult:
+        """Run one episode of every member of ``pop`` (or of ``indices``, in that order);
+        returns fitness in that order.
 
         ``on_episode(done, total, score, frames)`` is called as each episode ends (for
-        progress displays; ``frames`` are that episode's).
+        progress displays; ``frames`` are that episode's). ``merge_stats=False`` leaves the
+        observation statistics in ``EvalResult.obs_stats`` for the caller to merge (a
+        distributed driver merges every worker's in member order).
         """
-        n = len(pop)
+        members = np.arange(len(pop)) if indices is None else np.asarray(indices, dtype=np.int64)
+        n = len(members)
         training = pop.phase == "train" and getattr(pop, "budgeted", True)
         normalize = self.obs_norm.frozen(self.device) if self.obs_norm is not None else None
         stats: dict[int, list] = {}  # member -> [sum, sumsq, count] of its observations
@@ -151,11 +158,12 @@ class Evaluator:
                             sub.params.move(*move)
                     continue
                 t = time.perf_counter()
+                member = int(members[next_member])
                 row = sub.slots.start(env, next_member)
-                sub.params.load(row, pop.member_params(next_member, self.device))
+                sub.params.load(row, pop.member_params(member, self.device))
                 timings["decode"] += time.perf_counter() - t
                 mask[env] = True
-                seed = episode_seed(self.seed, pop.generation, pop.phase, next_member)
+                seed = episode_seed(self.seed, pop.generation, pop.phase, member)
                 seeds.append(seed)
                 sub.seed[env] = seed
                 sub.sampled[env] = (training and normalize is not None
@@ -183,7 +191,7 @@ class Evaluator:
             rows = sub.obs[envs]  # [count, *obs_shape]
             for k in np.flatnonzero(sub.sampled[envs]):  # a few episodes feed the statistics
                 x = rows[k].astype(np.float64)
-                acc = stats.setdefault(int(sub.slots.member[envs[k]]), [0.0, 0.0, 0])
+                acc = stats.setdefault(int(members[sub.slots.member[envs[k]]]), [0.0, 0.0, 0])
                 acc[0], acc[1], acc[2] = acc[0] + x, acc[1] + x * x, acc[2] + 1
             obs = torch.from_numpy(rows).to(self.device, non_blocking=True)
             if normalize is not None:
@@ -250,12 +258,18 @@ class Evaluator:
                 if sub.resetting is None and sub.slots.count:
                     act(sub)
 
-        if stats:  # added in member order: the same sums whatever the layout
-            s, ssq, count = (sum(stats[m][i] for m in sorted(stats)) for i in range(3))
-            self.obs_norm.increment(torch.from_numpy(s), torch.from_numpy(ssq), count)
+        if stats and merge_stats:
+            merge_obs_stats(self.obs_norm, stats)
         wall = time.perf_counter() - start
         return EvalResult(fitness, steps, int(steps.sum()) * self.frameskip, wall, timings,
-                          computed / offered if offered else 0.0)
+                          computed / offered if offered else 0.0, stats)
+
+
+def merge_obs_stats(obs_norm: ObsNorm, stats: dict) -> None:
+    """Add per-member ``[sum, sumsq, count]`` to ``obs_norm`` in member order: the same sums
+    whatever the layout, or the number of workers."""
+    s, ssq, count = (sum(stats[m][i] for m in sorted(stats)) for i in range(3))
+    obs_norm.increment(torch.from_numpy(s), torch.from_numpy(ssq), count)
 
 
 def default_layout(population_size: int, device: torch.device) -> tuple[int, int]:

@@ -1,0 +1,94 @@
+"""The Ray backend on a local Ray instance: the same metrics as the local backend for any
+number of actors, seed-only messages, and a killed actor's work done exactly once."""
+
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from neuroevo import train
+
+ray = pytest.importorskip("ray")
+
+KEYS = ("generation", "frames", "episodes", "fitness_max", "fitness_mean", "fitness_min",
+        "elite_score", "center_score", "best_fitness")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             object_store_memory=128 << 20)
+    yield
+    ray.shutdown()
+
+
+def metrics(rows):
+    return [{k: r.get(k) for k in KEYS} for r in rows]
+
+
+def run(backend, actors=0, **overrides):
+    return train(engine__backend=backend, engine__ray_actors=actors, engine__device="cpu",
+                 **overrides).history
+
+
+CARTPOLE = dict(algo__name="ga", env__id="CartPole-v1", algo__population=12, seed=4,
+                algo__elite_candidates=2, algo__validation_episodes=2, budget__generations=3)
+
+
+def test_cartpole_ga_equals_local_with_one_and_two_actors():
+    local = run("local", **CARTPOLE)
+    one, two = run("ray", 1, **CARTPOLE), run("ray", 2, **CARTPOLE)
+    assert metrics(one) == metrics(local) and metrics(two) == metrics(local)
+    # Messages are seeds, indices and fitness: a few KB per generation, whatever D is.
+    assert all(0 < r["bytes_per_generation"] < 20_000 for r in two)
+
+
+def test_small_atari_run_equals_local():
+    pong = dict(algo__name="ga", env__game="pong", algo__population=6, env__episode_cap=25,
+                algo__elite_candidates=2, algo__validation_episodes=2, budget__generations=2,
+                engine__slots=2)
+    assert metrics(run("ray", 2, **pong)) == metrics(run("local", **pong))
+
+
+def test_es_with_observation_statistics_equals_local():
+    hopper = dict(algo__name="es", env__id="Hopper-v5", algo__population=8, seed=2,
+                  net__hidden="16,16", env__obs_stats_fraction=0.5,
+                  algo__validation_episodes=2, budget__generations=3)
+    assert metrics(run("ray", 2, **hopper)) == metrics(run("local", **hopper))
+
+
+def test_a_killed_actor_is_replaced_and_every_member_evaluated_exactly_once():
+    from neuroevo.build import build
+    from neuroevo.config import Config, override
+    from neuroevo.dist.ray_backend import RayEvaluator
+
+    cfg = Config()
+    for key, value in {"algo.name": "ga", "env.id": "CartPole-v1", "algo.population": 24,
+                       "engine.device": "cpu", "seed": 1}.items():
+        override(cfg, key, value)
+    local = build(cfg)
+    pop = local.optimizer.ask()
+    expected = local.evaluator.evaluate(pop).fitness
+    local.evaluator.close()
+
+    killed = []
+
+    def kill_once(evaluator, actor):
+        if not killed:  # after the first chunk: the other chunks of that actor are in flight
+            pid = ray.get(evaluator.actors[actor].pid.remote())
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    built = build(cfg, local=False)
+    ev = RayEvaluator(cfg, built.optimizer, actors=2, chunks_per_actor=6, on_chunk=kill_once)
+    pop = built.optimizer.ask()
+    result = ev.evaluate(pop)
+    assert killed and ev.replaced >= 1
+    assert np.array_equal(ev.counts, np.ones(24))  # every member's result kept exactly once
+    assert np.array_equal(result.fitness, expected)
+    assert killed[0] not in ev.pids() and len(ev.actors) == 2  # the replacement is running
+    built.optimizer.tell(result.fitness)
+    pop = built.optimizer.ask()  # the replacement follows the log like the others
+    assert len(ev.evaluate(pop).fitness) == 24
+    ev.close()
