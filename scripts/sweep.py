@@ -5,8 +5,9 @@ Examples:
     python scripts/sweep.py sweeps/cartpole --algo es --set env.id=CartPole-v1 \\
         --grid algo.sigma=0.01,0.02,0.05 --grid algo.population=20,50 --seeds 0,1,2 \\
         --generations 10
-    python scripts/sweep.py sweeps/sigma --algo ga --config experiments/configs/quick_cpu_atari.yaml \\
-        --random 8 --range algo.sigma=log:0.001:0.01 --seeds 0,1 --frames 2000000
+    python scripts/sweep.py sweeps/sigma --algo ga \\
+        --config experiments/configs/quick_cpu_atari.yaml --random 8 \\
+        --range algo.sigma=log:0.001:0.01 --seeds 0,1 --frames 2000000
 
 Every trial is ``neuroevo run ALGO ... --run-dir OUT/trial-XXX-seedS`` (its own config.yaml,
 metrics, checkpoint). Restarting the same command skips trials that finished and resumes
