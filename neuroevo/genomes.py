@@ -121,6 +121,18 @@ class ChainDecoder:
         seed, sigma = mutation
         return theta + self.noise.slice(seed, self.num_params, self.device) * sigma
 
+    def parts(self, genome: SeedChain) -> tuple[torch.Tensor, int, float] | None:
+        """``(base, offset, scale)`` with ``genome = base + noise[offset:offset+D] * scale``
+        when ``genome``'s parent is cached (then a fused kernel can write it straight into
+        slot storage), else None (use ``decode``)."""
+        if genome.parent is None or genome in self._cache:
+            return None
+        parent = self._lookup(genome.parent)
+        if parent is None:
+            return None
+        seed, sigma = genome.mutations[-1]
+        return parent, self.noise.offset(seed, self.num_params), float(sigma)
+
     def decode(self, genome: SeedChain) -> torch.Tensor:
         """``[D]`` float32 parameters of ``genome``; never modify the result in place."""
         theta = self._lookup(genome)
@@ -156,6 +168,10 @@ class PerturbationDecoder:
         self.noise, self.sigma, self.device = noise, float(sigma), torch.device(device or "cpu")
         self.center = center.to(self.device, torch.float32)
         self.num_params = center.numel()
+
+    def parts(self, genome: Perturbation) -> tuple[torch.Tensor, int, float]:
+        return (self.center, self.noise.offset(genome.seed, self.num_params),
+                genome.sign * self.sigma)
 
     def decode(self, genome: Perturbation) -> torch.Tensor:
         eps = self.noise.slice(genome.seed, self.num_params, self.device)
@@ -193,6 +209,16 @@ class Population(Sequence):
     def member_params(self, i: int, device=None) -> torch.Tensor:
         """``[D]`` parameters of member ``i`` on ``device``; read-only (it may be cached)."""
         return self.decoder(device).decode(self.genomes[i])
+
+    def member_parts(self, i: int, device=None):
+        """``(base, noise table, offset, scale)`` of member ``i`` when it is a perturbation
+        of a tensor its decoder holds (see ``ChainDecoder.parts``), else None."""
+        decoder = self.decoder(device)
+        parts = getattr(decoder, "parts", lambda genome: None)(self.genomes[i])
+        if parts is None:
+            return None
+        base, offset, scale = parts
+        return base, decoder.noise.table(decoder.device), offset, scale
 
     def params(self, device=None, indices=None) -> torch.Tensor:
         """``[P, D]`` float32 parameters of the members (all, or ``indices``) on ``device``."""

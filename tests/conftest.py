@@ -1,6 +1,14 @@
+import os
+
 import pytest
+import torch
 
 from neuroevo.noise import NoiseTable
+
+if not torch.cuda.is_available():
+    # Triton kernels run on CPU tensors through Triton's interpreter; the switch is read
+    # when triton is first imported, so it is set before any test imports it.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(scope="session")

@@ -160,7 +160,11 @@ class Evaluator:
                 t = time.perf_counter()
                 member = int(members[next_member])
                 row = sub.slots.start(env, next_member)
-                sub.params.load(row, pop.member_params(member, self.device))
+                parts = pop.member_parts(member, self.device)
+                if parts is not None:  # one fused perturbation into the slot's storage
+                    sub.params.load_perturbed(row, *parts)
+                else:
+                    sub.params.load(row, pop.member_params(member, self.device))
                 timings["decode"] += time.perf_counter() - t
                 mask[env] = True
                 seed = episode_seed(self.seed, pop.generation, pop.phase, member)

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
+from neuroevo.kernels import backend, indexed_matmul, perturb_into
 from neuroevo.policy.nets import MLP, AtariNet, same_pad
 from neuroevo.policy.spec import ParamSpec
 
@@ -37,6 +38,14 @@ class SlotParams:
         for e in self.spec:
             self.layers[e.name][row].copy_(flat[e.slice].view(e.shape))
 
+    def load_perturbed(self, row: int, base: torch.Tensor, noise: torch.Tensor, offset: int,
+                       scale: float) -> None:
+        """Row ``row`` = ``base + noise[offset:offset+D] * scale``, decoded straight into each
+        layer's storage (one fused kernel per layer on a GPU; equal to ``load(decode())``)."""
+        for e in self.spec:
+            perturb_into(self.layers[e.name][row], base[e.slice], noise,
+                                 offset + e.slice.start, scale)
+
     def move(self, src: int, dst: int) -> None:
         for t in self.layers.values():
             t[dst].copy_(t[src])
@@ -47,7 +56,10 @@ class SlotParams:
 
 
 def _dense(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``x[P, in] @ w[P, out, in]^T + b[P, out]`` as one batched matmul."""
+    """``x[P, in] @ w[P, out, in]^T + b[P, out]``: the indexed matmul kernel on a GPU (a
+    weight stream read once), one batched matmul on a CPU."""
+    if backend(x) == "triton":
+        return indexed_matmul(x, w, torch.arange(x.shape[0], device=x.device), b)
     return torch.baddbmm(b.unsqueeze(1), x.unsqueeze(1), w.transpose(1, 2)).squeeze(1)
 
 

@@ -1,0 +1,58 @@
+"""Fast kernels with pure-torch references: ``neuroevo.kernels``.
+
+- ``indexed_matmul(x, w, idx, bias)``: ``out[i] = x[i] @ w[idx[i]]^T + bias[idx[i]]`` for
+  the active rows, weights read in place (dense layers; convolutions as im2col).
+- ``perturb_into(out, base, noise, offset, scale)``: ``out = base + noise[offset:] * scale``
+  written straight into slot storage (GA child of a cached parent, ES member).
+
+The Triton kernel runs when its tensors are on a CUDA device and Triton is installed;
+otherwise the reference in ``reference.py`` runs. ``NEUROEVO_KERNELS=reference`` forces the
+reference everywhere; ``NEUROEVO_KERNELS=triton`` forces the kernels on CPU tensors too,
+which needs Triton's interpreter (``TRITON_INTERPRET=1`` set before triton is first
+imported): that is how CI tests them. ``backend(t)`` says which one a tensor gets.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import torch
+from neuroevo.kernels import reference
+
+BACKENDS = ("triton", "reference")
+
+
+def backend(t: torch.Tensor) -> str:
+    """``"triton"`` or ``"reference"``: what runs for tensors like ``t``."""
+    forced = os.environ.get("NEUROEVO_KERNELS", "")
+    if forced and forced not in (*BACKENDS, "auto"):
+        raise ValueError(f"NEUROEVO_KERNELS must be auto, triton or reference, got {forced!r}")
+    if forced == "reference" or importlib.util.find_spec("triton") is None:
+        return "reference"
+    return "triton" if t.is_cuda or forced == "triton" else "reference"
+
+
+def _impl(t: torch.Tensor):
+    if backend(t) == "reference":
+        return reference
+    from neuroevo.kernels import triton_ops
+
+    return triton_ops
+
+
+def indexed_matmul(x: torch.Tensor, w: torch.Tensor, idx: torch.Tensor,
+                   bias: torch.Tensor | None = None) -> torch.Tensor:
+    """See ``reference.indexed_matmul``; float32, no gradients."""
+    if x.shape[0] == 0:
+        shape = (0, w.shape[1]) if x.dim() == 2 else (0, x.shape[1], w.shape[1])
+        return torch.empty(shape, device=x.device, dtype=torch.float32)
+    return _impl(x).indexed_matmul(x, w, idx, bias)
+
+
+def perturb_into(out: torch.Tensor, base: torch.Tensor, noise: torch.Tensor, offset: int,
+                 scale: float) -> torch.Tensor:
+    """See ``reference.perturb_into``; ``out`` and ``base`` contiguous, float32."""
+    if base.numel() == 0:
+        return out
+    return _impl(out).perturb_into(out, base, noise, offset, scale)
