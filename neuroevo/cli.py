@@ -252,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "last checkpoint on fresh, reproducible episodes.")
     play_.add_argument("run_dir", help="a run directory")
     play_.add_argument("--episodes", type=int, default=10, help="episodes to play")
-    play_.add_argument("--video", metavar="FILE.gif", help="record the first episode")
+    play_.add_argument("--video", metavar="FILE.gif|FILE.mp4",
+                       help="record the first episode (Atari, MuJoCo locomotion)")
     play_.add_argument("--genome", choices=("elite", "best"), default="elite",
                        help="the validated elite (ES: the centre), or the member with the "
                             "best single training episode (GA/RS)")

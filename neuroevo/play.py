@@ -1,13 +1,15 @@
-"""``neuroevo play``: score a run's saved policy on fresh episodes and record one as a GIF.
+"""``neuroevo play``: score a run's saved policy on fresh episodes and record one (GIF/MP4).
 
 The policy is the GA/RS elite or the ES centre of the last checkpoint. Play episodes are
 seeded from the run seed under a generation number no training run reaches, so they are
-reproducible and never the episodes the policy was selected on.
+reproducible and never the episodes the policy was selected on. Videos show Atari games
+(the network's 84x84 input frames) and the MuJoCo locomotion tasks (rendered offscreen by
+MuJoCo, EGL when there is no display).
 """
 
 from __future__ import annotations
 
-import io
+import os
 
 import numpy as np
 import torch
@@ -15,9 +17,10 @@ import torch
 from neuroevo.build import build
 from neuroevo.checkpoint import RunDir
 from neuroevo.engine.slots import episode_seed
+from neuroevo.envs.locomotion import TASKS
 from neuroevo.errors import CheckpointError, ConfigError
-from neuroevo.files import atomic_write
 from neuroevo.genomes import Population
+from neuroevo.video import check_path, write
 
 PLAY_GENERATION = 2**40  # outside any training run: fresh episodes
 
@@ -57,17 +60,19 @@ def saved_policy(run_dir: RunDir, genome: str = "elite"):
 
 def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str = "elite"
          ) -> tuple[np.ndarray, float | None]:
-    """Scores of ``episodes`` fresh episodes; with ``video``, the first one as a GIF and its
-    score."""
+    """Scores of ``episodes`` fresh episodes; with ``video`` (.gif or .mp4), the first one
+    recorded and its score."""
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {episodes}")
-    if video is not None and not video.lower().endswith(".gif"):
-        raise ConfigError(f"--video must name a .gif file, got {video!r}")
+    if video is not None:
+        check_path(video)
+        if not os.environ.get("DISPLAY"):
+            os.environ.setdefault("MUJOCO_GL", "egl")  # read when MuJoCo first makes a context
     built, params = saved_policy(run_dir, genome)
-    if video is not None and built.atari is None:
+    if video is not None and built.atari is None and run_dir.load_config().env.id not in TASKS:
         built.evaluator.close()
-        raise ConfigError("--video records Atari runs only (gymnasium envs would need their "
-                          "own renderer); leave --video out")
+        raise ConfigError("--video records Atari games and the MuJoCo locomotion tasks; other "
+                          "gymnasium envs have no renderer here: leave --video out")
     try:
         pop = Population([None] * episodes, PLAY_GENERATION, "validate",
                          lambda device: _Fixed(params.to(device)))
@@ -83,29 +88,48 @@ def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str =
 
 def record(built, params: torch.Tensor, seed: int, path: str) -> float:
     """Replay the episode of ``seed`` (the first play episode), save its frames, return its
-    score (equal to the evaluator's: same seed, same actions)."""
-    from PIL import Image
-
+    score (equal to the evaluator's: same seed, same actions, no action noise)."""
     pool = built.make_pool(1)
     # Two identical rows, built once: a batch of one would take other kernels (see
     # BatchedPolicy.forward) and copy the weights every step.
     layers = {k: torch.stack([v, v]) for k, v in built.policy.spec.unflatten(params).items()}
+    normalize = built.obs_norm.frozen(params.device) if built.obs_norm is not None else None
+    camera = None if built.atari is not None else _Camera(pool)
     obs = pool.reset(np.ones(1, dtype=bool), [seed])
-    frames, steps, score, cap = [obs[0, -1]], 0, 0.0, built.atari.episode_cap
+    cap = built.atari.episode_cap if built.atari is not None else built.evaluator.episode_cap
+    frames, steps, score = [], 0, 0.0
     while True:
+        frames.append(camera.frame() if camera is not None else
+                      np.kron(obs[0, -1], np.ones((2, 2), np.uint8)))  # [168, 168] newest frame
         x = torch.from_numpy(obs).to(params.device).expand(2, *obs.shape[1:])
-        out = built.policy.forward(layers, x)[:1]
-        pool.send(out.argmax(1).cpu().numpy().astype(np.int32))  # sync: the env needs it
+        out = built.policy.forward(layers, normalize(x) if normalize is not None else x)[:1]
+        if getattr(pool, "discrete", True):
+            action = out.argmax(1).cpu().numpy().astype(np.int32)  # sync: the env needs it
+        else:
+            action = np.clip(out.cpu().numpy(), pool.action_low, pool.action_high)  # sync: same
+        pool.send(action)
         obs, reward, done = pool.recv()
         score += float(reward[0])
-        frames.append(obs[0, -1])  # [84, 84] uint8, the newest frame of the stack
         steps += 1
         if done[0] or (cap is not None and steps >= cap):
             break
     pool.close()
-    images = [Image.fromarray(f).resize((168, 168), Image.NEAREST) for f in frames]
-    gif = io.BytesIO()
-    images[0].save(gif, format="GIF", save_all=True, append_images=images[1:],
-                   duration=1000 // 15, loop=0)
-    atomic_write(path, gif.getvalue())
+    write(path, frames, fps=15 if built.atari is not None else 30)
     return score
+
+
+class _Camera:
+    """Offscreen frames of a MuJoCo pool's first env, the camera following the torso."""
+
+    def __init__(self, pool):
+        import mujoco
+
+        self.data, self.mujoco = pool.sims.datas[0], mujoco
+        self.renderer = mujoco.Renderer(pool.sims.model, 360, 480)
+        self.camera = mujoco.MjvCamera()
+        self.camera.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+        self.camera.trackbodyid, self.camera.distance, self.camera.elevation = 1, 4.0, -20.0
+
+    def frame(self) -> np.ndarray:
+        self.renderer.update_scene(self.data, camera=self.camera)
+        return self.renderer.render()  # [360, 480, 3] uint8

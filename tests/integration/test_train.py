@@ -148,13 +148,15 @@ def test_cli_play_scores_and_records_the_saved_policy(tmp_path, algo):
               "--set", "algo.validation_episodes=2", "--run-dir", "r", "--device", "cpu",
               cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    first = cli("play", "r", "--episodes", "3", "--video", "v.gif", cwd=tmp_path)
+    video = "v.gif" if algo == "es" else "v.mp4"
+    first = cli("play", "r", "--episodes", "3", "--video", video, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     scores = first.stdout.splitlines()[0].split()[1:]
     assert len(scores) == 3
     # The recorded episode is the first play episode: same seed, same actions, same score.
     assert f"(episode 1, score {scores[0]})" in first.stdout
-    assert (tmp_path / "v.gif").read_bytes()[:6] == b"GIF89a"
+    header = (tmp_path / video).read_bytes()[:8]
+    assert header[:6] == b"GIF89a" if algo == "es" else header[4:8] == b"ftyp"  # MP4 box
     again = cli("play", "r", "--episodes", "3", cwd=tmp_path)
     assert again.stdout.splitlines()[0] == first.stdout.splitlines()[0]  # reproducible
     best = cli("play", "r", "--episodes", "2", "--genome", "best", cwd=tmp_path)
@@ -162,7 +164,24 @@ def test_cli_play_scores_and_records_the_saved_policy(tmp_path, algo):
         assert best.returncode == 2 and "keeps no best member" in best.stderr
     else:
         assert best.returncode == 0 and best.stdout.startswith("scores: "), best.stderr
-    for args, message in ((["--video", "v.mp4"], "--video must name a .gif file"),
+    for args, message in ((["--video", "v.avi"], "--video must name a .gif or .mp4 file"),
                           (["--episodes", "0"], "--episodes must be >= 1, got 0")):
         bad = cli("play", "r", *args, cwd=tmp_path)
         assert bad.returncode == 2 and message in bad.stderr
+
+
+def test_cli_play_records_a_mujoco_policy(tmp_path):
+    out = cli("run", "es", "--env", "Hopper-v5", "--population", "4", "--generations", "1",
+              "--set", "net.hidden=16,16", "--run-dir", "r", "--device", "cpu", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    first = cli("play", "r", "--episodes", "2", "--video", "hop.mp4", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    scores = first.stdout.splitlines()[0].split()[1:]
+    assert f"(episode 1, score {scores[0]})" in first.stdout  # normalised obs, no noise
+    assert (tmp_path / "hop.mp4").read_bytes()[4:8] == b"ftyp"
+    assert not list(tmp_path.glob("*.tmp*"))
+    cart = cli("run", "es", "--env", "CartPole-v1", "--population", "4", "--generations", "1",
+               "--run-dir", "c", "--device", "cpu", cwd=tmp_path)
+    assert cart.returncode == 0, cart.stderr
+    bad = cli("play", "c", "--video", "c.gif", cwd=tmp_path)
+    assert bad.returncode == 2 and "other gymnasium envs have no renderer" in bad.stderr

@@ -1,0 +1,132 @@
+"""Population forward passes: the Triton kernel path vs the torch reference path vs vmap.
+
+Run: python scripts/bench_kernels.py [--nets large,small] [--populations 64,256,1000]
+     [--device auto] [--repeats 3] [--max-gb 6] [--json FILE]
+
+For each net and population size, side by side in one process (best of ``--repeats``):
+- ``kernel``: ``BatchedPolicy.forward`` with the Triton kernels (dense layers as the indexed
+  batched matmul; CUDA only: on a CPU Triton runs only in its slow interpreter, not timed);
+- ``reference``: the same forward with ``NEUROEVO_KERNELS=reference`` (grouped convolution
+  and batched matmul: the CPU path);
+- ``vmap``: ``torch.func.vmap(functional_call)``, the definition.
+Figures are forwards/s (networks evaluated per second) and achieved GB/s of weight reads
+(each network's weights are read once per forward), against the device's bandwidth measured
+with a large copy. Populations whose weights exceed ``--max-gb`` are skipped and listed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import torch
+
+from neuroevo.engine.pipeline import resolve_device
+from neuroevo.files import atomic_write
+from neuroevo.policy.batched import BatchedPolicy, SlotParams
+from neuroevo.policy.nets import build_template
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()  # sync: time the work, not its launch
+
+
+def best_time(fn, device, repeats: int) -> float:
+    fn()  # warm-up (kernel compilation, allocator)
+    sync(device)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        sync(device)
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def bandwidth(device: torch.device, gib: float = 1.0) -> float:
+    """GB/s of a large device copy (read + write)."""
+    src = torch.empty(int(gib * (1 << 30)) // 4, device=device)
+    dst = torch.empty_like(src)
+    t = best_time(lambda: dst.copy_(src), device, 3)
+    return 2 * src.numel() * 4 / t / 1e9
+
+
+def bench(net: str, population: int, device, repeats: int) -> dict:
+    template, spec = build_template(net, (4, 84, 84), 18)
+    template = template.to(device)
+    policy = BatchedPolicy(template, spec)
+    slots = SlotParams(spec, population, device)
+    g = torch.Generator(device="cpu").manual_seed(0)
+    for t in slots.layers.values():
+        t.copy_(torch.randn(t.shape, generator=g) * 0.01)
+    obs = torch.randint(0, 255, (population, 4, 84, 84), generator=g,
+                        dtype=torch.uint8).to(device)
+    weight_gb = spec.num_params * 4 * population / 1e9
+    layers = slots.prefix(population)
+    paths = {}
+    if device.type == "cuda":
+        paths["kernel"] = lambda: policy.forward(layers, obs)
+
+    def reference():
+        os.environ["NEUROEVO_KERNELS"] = "reference"
+        try:
+            return policy.forward(layers, obs)
+        finally:
+            os.environ.pop("NEUROEVO_KERNELS")
+
+    paths["reference"] = reference
+    free = (torch.cuda.get_device_properties(device).total_memory / 1e9
+            if device.type == "cuda" else float("inf"))
+    if 3 * weight_gb < 0.9 * free:  # vmap needs flat parameters: a second copy, and more
+        flat = torch.cat([layers[e.name].reshape(population, -1) for e in spec], 1)
+        paths["vmap"] = lambda: policy.reference(flat, obs)
+    row = {"net": net, "population": population, "params": spec.num_params,
+           "weight_gb": round(weight_gb, 3)}
+    for name, fn in paths.items():
+        t = best_time(fn, device, repeats)
+        row[f"{name}_forwards_per_s"] = round(population / t, 1)
+        row[f"{name}_gb_per_s"] = round(weight_gb / t, 2)
+    return row
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--nets", default="large,small")
+    p.add_argument("--populations", default="64,256,1000")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--max-gb", type=float, default=6.0, help="skip larger weight sets")
+    p.add_argument("--json")
+    args = p.parse_args()
+    device = resolve_device(args.device)
+    peak = bandwidth(device)
+    print(f"device {device}: copy bandwidth {peak:.1f} GB/s", flush=True)
+    rows, skipped = [], []
+    for net in args.nets.split(","):
+        for population in map(int, args.populations.split(",")):
+            _, spec = build_template(net, (4, 84, 84), 18)
+            gb = spec.num_params * 4 * population / 1e9
+            if gb > args.max_gb:
+                skipped.append(f"{net} x {population}: {gb:.1f} GB of weights > --max-gb")
+                print(f"skip  {skipped[-1]}", flush=True)
+                continue
+            row = bench(net, population, device, args.repeats)
+            row.update({k.replace("gb_per_s", "of_peak"): round(v / peak, 3)
+                        for k, v in row.items() if k.endswith("gb_per_s")})
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    result = {"device": str(device), "copy_gb_per_s": round(peak, 1), "results": rows,
+              "skipped": skipped, "machine": {"cpu": platform.processor() or platform.machine(),
+                                              "cores": os.cpu_count()}}
+    if device.type == "cuda":
+        result["gpu"] = torch.cuda.get_device_name(device)
+    if args.json:
+        atomic_write(args.json, json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
