@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="config overrides, e.g. experiments/configs/deep_ga_atari.yaml")
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="any config key, e.g. --set algo.truncation=20 (repeatable)")
-    run.add_argument("--backend", choices=("local", "ray"),
+    run.add_argument("--backend",
                      help=f"where episodes run (default: {d.engine.backend}; ray: Ray actors)")
     run.add_argument("--ray-address", metavar="auto|HOST:PORT",
                      help="a Ray cluster to join (default: start Ray on this machine)")

@@ -95,6 +95,13 @@ def test_cli_run_from_a_config_file(tmp_path):
     (["run", "ga", "--config", "nope.yaml"], "cannot read config file nope.yaml"),
     (["run", "es", "--env", "CartPol-v1"], "did you mean 'CartPole-v1'"),
     (["run", "es", "--env", "CartPole-v1", "--net", "small"], "use --net mlp"),
+    (["run", "es", "--env", "HalfCheeta-v5"], "did you mean 'HalfCheetah-v5'"),
+    (["run", "es", "--env", "Hopper-v5", "--set", "env.obs_norm=maybe"],
+     "env.obs_norm must be on, off or auto, got 'maybe'"),
+    (["run", "es", "--env", "Hopper-v5", "--set", "env.action_noise=-1"],
+     "env.action_noise must be None or >= 0"),
+    (["run", "ga", "--backend", "mpi"], "engine.backend must be one of ('local', 'ray')"),
+    (["run", "ga", "--ray-actors", "-1", "--backend", "ray"], "engine.ray_actors must be >= 0"),
 ])
 def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
     if "cuda" in args:
@@ -185,3 +192,13 @@ def test_cli_play_records_a_mujoco_policy(tmp_path):
     assert cart.returncode == 0, cart.stderr
     bad = cli("play", "c", "--video", "c.gif", cwd=tmp_path)
     assert bad.returncode == 2 and "other gymnasium envs have no renderer" in bad.stderr
+
+
+def test_quick_cartpole_config_solves_cartpole(tmp_path):
+    config = pathlib.Path(__file__).parents[2] / "experiments" / "configs" / "quick_cpu_cartpole.yaml"
+    out = cli("run", "es", "--config", str(config), "--run-dir", "r", "--device", "cpu",
+              cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 and rows[0]["center_score"] < 500
+    assert rows[-1]["center_score"] == 500.0  # the centre balances the pole for 500 steps
