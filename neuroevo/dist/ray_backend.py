@@ -1,0 +1,281 @@
+"""Evaluation in Ray actors with seed-only messages: the one module that imports ray.
+
+Each actor builds the run locally from its config (policy, env pools, noise table, and a
+*replica of the optimizer*) and owns a pipelined ``Evaluator`` on its node's CPUs and GPU.
+The driver never ships parameters during a run. Per generation it sends each actor:
+
+- the log entries it has not seen: the fitness vectors the driver's optimizer was told
+  (the replica tells them too, so its next ``ask()`` gives the same population: compact
+  genomes decoded locally, parents cached) and the merged observation-statistics increments;
+- chunks of member indices to evaluate, pulled by the actors as they finish (load balance);
+
+and gets back fitness, steps, frames and per-member observation statistics. A 4-byte
+digest of the population guards the replicas against drifting. The optimizer's state
+(for ES, the centre: a full vector) travels once, when an actor starts.
+
+If an actor dies mid-generation, its unfinished chunks go back to the queue, a replacement
+actor is started from the driver's state (Ray schedules it when resources allow), and each
+member's result is kept exactly once. Fitness depends only on (genome, seed, index), and
+statistics are merged in member order, so results equal the local backend's for any
+number of actors.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import pickle
+import time
+import zlib
+
+import numpy as np
+
+from neuroevo.engine.pipeline import EvalResult, merge_obs_stats
+from neuroevo.errors import DependencyNotInstalled, WorkerError
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - ray is a declared dependency
+        raise DependencyNotInstalled("--backend ray needs ray: pip install 'ray>=2.9'") from e
+    return ray
+
+
+def digest(pop) -> int:
+    """A 4-byte fingerprint of a population's genomes, generation and phase."""
+    return zlib.crc32(pickle.dumps((pop.generation, pop.phase, pop.genomes)))
+
+
+class Worker:
+    """The actor: a local build of the run that follows the driver's log."""
+
+    def __init__(self, cfg: dict, optimizer_state: dict, obs_norm_state: dict | None,
+                 applied: int, cpus: int):
+        import torch
+
+        from neuroevo.build import build
+        from neuroevo.config import from_dict
+
+        torch.set_num_threads(max(1, cpus))
+        config = from_dict(cfg)
+        config.engine.backend = "local"
+        config.engine.env_threads = config.engine.env_threads or max(1, cpus)
+        self.built = build(config)
+        self.built.restore({"optimizer": optimizer_state, "obs_norm": obs_norm_state})
+        self.applied = applied  # log entries already reflected in the replica
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def _follow(self, start: int, entries: list) -> None:
+        for k, (kind, payload) in enumerate(entries, start):
+            if k < self.applied:
+                continue
+            if kind == "tell":
+                self.built.optimizer.ask()
+                self.built.optimizer.tell(payload)
+            else:
+                merge_obs_stats(self.built.evaluator.obs_norm, payload)
+            self.applied = k + 1
+
+    def evaluate(self, start: int, entries: list, check: int, indices: np.ndarray):
+        self._follow(start, entries)
+        pop = self.built.optimizer.ask()
+        if digest(pop) != check:
+            raise WorkerError(f"worker {os.getpid()}: its optimizer replica asked a different "
+                              "population than the driver's (replicas out of step)")
+        r = self.built.evaluator.evaluate(pop, indices=indices, merge_stats=False)
+        return indices, r.fitness, r.steps, r.frames, r.obs_stats, r.occupancy, r.timings
+
+    def close(self) -> None:
+        self.built.evaluator.close()
+
+
+class RayEvaluator:
+    """An ``Evaluator`` look-alike whose episodes run in Ray actors.
+
+    Args:
+        cfg: the run's ``Config`` (actors build from it).
+        optimizer: the driver's optimizer (its state boots new actors; the loop tells it).
+        obs_norm: the driver's observation normaliser, or None.
+        actors: number of actors (0: one per Ray node).
+        address: a Ray cluster (``auto`` or ``HOST:PORT``); empty: start a local instance
+            sized to this machine.
+        chunks_per_actor: work is cut into about this many chunks per actor, pulled as the
+            actors finish, so fast and slow actors end together.
+        on_chunk: called as ``on_chunk(self, actor_index)`` after each chunk (tests inject
+            faults with it).
+    """
+
+    def __init__(self, cfg, optimizer, obs_norm=None, *, actors: int = 0, address: str = "",
+                 chunks_per_actor: int = 2, on_chunk=None):
+        from neuroevo.config import to_dict
+
+        ray = _ray()
+        if not ray.is_initialized():
+            if address:
+                ray.init(address=address, log_to_driver=False, logging_level="warning")
+            else:
+                ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
+                         object_store_memory=256 << 20, logging_level="warning")
+        self.cfg, self.optimizer, self.obs_norm = to_dict(cfg), optimizer, obs_norm
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        total = int(ray.cluster_resources().get("CPU", 1))
+        self.num_actors = actors or len(nodes)
+        self.cpus = max(1, total // self.num_actors)
+        self.gpus = (ray.cluster_resources().get("GPU", 0) / self.num_actors
+                     if cfg.engine.device != "cpu" else 0)
+        self.chunks_per_actor, self.on_chunk = chunks_per_actor, on_chunk
+        self.seed = cfg.seed
+        if not (cfg.engine.subsets or cfg.engine.slots):
+            # each actor's pipeline is sized for the chunks it gets, not the whole population
+            from neuroevo.engine.pipeline import default_layout, resolve_device
+
+            chunk = -(-cfg.algo.population // (self.num_actors * chunks_per_actor))
+            subsets, slots = default_layout(chunk, resolve_device(cfg.engine.device))
+            self.cfg["engine"].update(subsets=subsets, slots=slots)
+        self.log: list = []  # ("tell", fitness) and ("stats", per-member stats), in order
+        self._last: tuple | None = None  # (generation, phase, fitness) of the last evaluate
+        self.bootstrap_bytes = 0  # optimizer state shipped to start actors
+        self.actors: list = []
+        self._sent: list[int] = []  # log entries sent to each actor
+        self.replaced = 0  # actors started to replace dead ones
+
+    def _start(self) -> None:
+        """Actors start at the first evaluation, from the optimizer state as it is then (a
+        resumed run has loaded its checkpoint by that time)."""
+        while len(self.actors) < self.num_actors:
+            self._spawn()
+
+    def _spawn(self) -> None:
+        ray = _ray()
+        state = self.optimizer.state_dict()
+        norm = None if self.obs_norm is None else self.obs_norm.state_dict()
+        self.bootstrap_bytes += len(pickle.dumps((self.cfg, state, norm)))
+        cls = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus)(Worker)
+        self.actors.append(cls.remote(self.cfg, state, norm, len(self.log), self.cpus))
+        self._sent.append(len(self.log))
+
+    def pids(self) -> list[int]:
+        self._start()
+        return _ray().get([a.pid.remote() for a in self.actors])
+
+    def evaluate(self, pop, on_episode=None) -> EvalResult:
+        ray = _ray()
+        self._start()
+        start = time.perf_counter()
+        if self._last is not None and self._last[:2] != (pop.generation, pop.phase):
+            self.log.append(("tell", self._last[2]))  # what the loop told the optimizer
+        check, n = digest(pop), len(pop)
+        size = max(1, -(-n // (len(self.actors) * self.chunks_per_actor)))
+        queue = collections.deque(np.arange(i, min(i + size, n)) for i in range(0, n, size))
+        fitness, steps = np.zeros(n), np.zeros(n, dtype=np.int64)
+        self.counts = np.zeros(n, dtype=np.int64)  # results kept per member (exactly once)
+        frames = comm = finished = 0
+        occupancy = 0.0
+        stats: dict = {}
+        timings: dict = {}
+        flight: dict = {}  # object ref -> (actor, chunk)
+
+        def top_up() -> None:
+            """Keep two chunks with every actor: one running, one queued (no idle gap)."""
+            for actor in self.actors:
+                while queue and sum(a is actor for a, _ in flight.values()) < 2:
+                    send(actor)
+
+        def send(actor) -> None:
+            nonlocal comm
+            chunk = queue.popleft()
+            a = self.actors.index(actor)
+            entries = self.log[self._sent[a]:]
+            args = (self._sent[a], entries, check, chunk)
+            comm += len(pickle.dumps(args))
+            self._sent[a] = len(self.log)
+            flight[actor.evaluate.remote(*args)] = (actor, chunk)
+
+        top_up()
+        while flight:
+            [ref], _ = ray.wait(list(flight), num_returns=1)
+            actor, chunk = flight.pop(ref)
+            try:
+                reply = ray.get(ref)
+            except ray.exceptions.RayActorError:
+                queue.appendleft(chunk)
+                self._lost(actor, queue, flight)
+                top_up()
+                continue
+            except ray.exceptions.RayTaskError as e:
+                raise WorkerError(f"Ray actor {self.actors.index(actor)} failed: "
+                                  f"{getattr(e, 'cause', e)}") from None
+            comm += len(pickle.dumps(reply))
+            indices, f, s, fr, st, occ, tm = reply
+            fresh = self.counts[indices] == 0  # a member's first result is the one kept
+            self.counts[indices] += fresh
+            fitness[indices[fresh]], steps[indices[fresh]] = f[fresh], s[fresh]
+            frames += fr
+            occupancy += occ * len(indices)
+            stats.update(st)
+            timings = {k: timings.get(k, 0.0) + v for k, v in tm.items()}
+            skip = fr // max(1, int(s.sum()))  # frames per agent step
+            for i in np.flatnonzero(fresh):
+                finished += 1
+                if on_episode is not None:
+                    on_episode(finished, n, f[i], s[i] * skip)
+            if self.on_chunk is not None:
+                self.on_chunk(self, self.actors.index(actor))
+            top_up()
+        if stats and self.obs_norm is not None:
+            merge_obs_stats(self.obs_norm, stats)
+            self.log.append(("stats", stats))
+        self._last = (pop.generation, pop.phase, fitness)
+        wall = time.perf_counter() - start
+        return EvalResult(fitness, steps, frames, wall, timings, occupancy / n, stats, comm)
+
+    def _lost(self, actor, queue, flight) -> None:
+        """Re-queue a dead actor's chunks and start a replacement."""
+        for ref, (a, chunk) in list(flight.items()):
+            if a is actor:
+                queue.appendleft(chunk)
+                del flight[ref]
+        a = self.actors.index(actor)
+        del self.actors[a], self._sent[a]
+        self.replaced += 1
+        self._spawn()  # Ray schedules it when resources allow; the others go on meanwhile
+
+    def close(self) -> None:
+        ray = _ray()
+        for actor in self.actors:
+            try:
+                ray.kill(actor)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.actors = []
+
+
+def run_commands(commands: list[list[str]], cpus: int = 1, address: str = "",
+                 cwd: str | None = None):
+    """Run commands as Ray tasks (``cpus`` each) on a local instance or at ``address``, in
+    ``cwd`` where it exists on the node; yields ``(index, returncode, stderr tail)`` as each
+    finishes (sweeps use it; give absolute paths for a cluster's shared storage)."""
+    import subprocess
+
+    ray = _ray()
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, log_to_driver=False, logging_level="warning")
+        else:
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
+                     object_store_memory=128 << 20, logging_level="warning")
+
+    @ray.remote(num_cpus=cpus)
+    def run(command: list[str]) -> tuple[int, str]:
+        here = cwd if cwd and os.path.isdir(cwd) else None
+        out = subprocess.run(command, capture_output=True, text=True, cwd=here)
+        return out.returncode, out.stderr[-2000:]
+
+    pending = {run.remote(c): i for i, c in enumerate(commands)}
+    while pending:
+        [ref], _ = ray.wait(list(pending), num_returns=1)
+        code, err = ray.get(ref)
+        yield pending.pop(ref), code, err
