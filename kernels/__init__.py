@@ -18,6 +18,7 @@ import importlib.util
 import os
 
 import torch
+
 from neuroevo.kernels import reference
 
 BACKENDS = ("triton", "reference")
