@@ -14,6 +14,7 @@ imported): that is how CI tests them. ``backend(t)`` says which one a tensor get
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 
@@ -29,9 +30,14 @@ def backend(t: torch.Tensor) -> str:
     forced = os.environ.get("NEUROEVO_KERNELS", "")
     if forced and forced not in (*BACKENDS, "auto"):
         raise ValueError(f"NEUROEVO_KERNELS must be auto, triton or reference, got {forced!r}")
-    if forced == "reference" or importlib.util.find_spec("triton") is None:
+    if forced == "reference" or not _has_triton():
         return "reference"
     return "triton" if t.is_cuda or forced == "triton" else "reference"
+
+
+@functools.cache
+def _has_triton() -> bool:
+    return importlib.util.find_spec("triton") is not None
 
 
 def _impl(t: torch.Tensor):

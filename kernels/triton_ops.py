@@ -90,5 +90,8 @@ def indexed_matmul(x: torch.Tensor, w: torch.Tensor, idx: torch.Tensor,
 def perturb_into(out: torch.Tensor, base: torch.Tensor, noise: torch.Tensor, offset: int,
                  scale: float) -> torch.Tensor:
     n = base.numel()
-    _perturb[(triton.cdiv(n, 1024),)](out, base, noise, offset, scale, n, BLOCK=1024)
+    # No fused multiply-add: the host decoders round after the multiply and after the add,
+    # and a genome must decode to the same bits whichever path (cached parent or not) runs.
+    _perturb[(triton.cdiv(n, 1024),)](out, base, noise, offset, scale, n, BLOCK=1024,
+                                      enable_fp_fusion=False)
     return out

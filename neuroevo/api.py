@@ -19,7 +19,7 @@ def train(cfg: Config | None = None, *, on_generation=None, on_episode=None, **o
     budget = Budget(cfg.budget.generations or None, cfg.budget.frames or None)
     if budget.generations is None and budget.frames is None:
         budget.generations = 1
-    result = RunResult(optimizer=built.optimizer, policy=built.policy)
+    result = RunResult(optimizer=built.optimizer, policy=built.policy, obs_norm=built.obs_norm)
     try:
         for row in generations(built.optimizer, built.evaluator, budget, on_episode=on_episode):
             result.history.append(row)

@@ -108,9 +108,11 @@ def _run(args) -> int:
     run_dir = RunDir(args.run_dir or os.path.join("runs", name))
     if args.resume and run_dir.holds_run() and os.path.exists(run_dir.checkpoint):
         return _continue(run_dir, args.generations, args.frames, args.no_progress)
-    run_dir.ensure_free(args.force)
+    # --resume on a run stopped before its first checkpoint: nothing to keep, start it again
+    force = args.force or (args.resume and run_dir.holds_run())
+    run_dir.ensure_free(force)
     built = build_run(cfg)  # validates names and values before anything is written
-    run_dir.create(cfg, force=args.force)
+    run_dir.create(cfg, force=force)
     print(f"neuroevo {neuroevo.__version__}: {cfg.algo.name} on {env}, "
           f"{built.policy.spec.num_params:,} parameters, population {cfg.algo.population}, "
           f"run dir {run_dir.path}", flush=True)
@@ -230,7 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--force", action="store_true", help="overwrite a run dir in use")
     run.add_argument("--resume", action="store_true",
                      help="if --run-dir holds a run, continue it (its own config; the budget "
-                          "flags apply) instead of refusing")
+                          "flags apply) instead of refusing; one stopped before its first "
+                          "checkpoint starts again")
     run.add_argument("--no-progress", action="store_true", help="no live progress line")
     run.set_defaults(handler=_run)
 

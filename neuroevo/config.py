@@ -37,7 +37,7 @@ class EnvConfig:
     frameskip: int = 4  # emulator frames per agent step
     episode_cap: int = 5000  # agent steps per training episode (paper: 5000)
     obs_norm: str = "auto"  # on | off | auto: running observation normalisation (auto: on
-    # for the MuJoCo locomotion tasks, as OpenAI-ES)
+    # for the MuJoCo locomotion tasks, as OpenAI-ES does there; for every algorithm)
     obs_stats_fraction: float = 0.01  # training episodes whose observations update it (paper)
     action_noise: float | None = None  # action noise std in training episodes (None: 0.01
     # for the MuJoCo locomotion tasks, as OpenAI-ES; 0 otherwise)
@@ -54,7 +54,7 @@ class EngineConfig:
     device: str = "auto"  # auto | cpu | cuda[:N]
     subsets: int = 0  # double-buffered subsets (0: automatic)
     slots: int = 0  # slots per subset (0: automatic)
-    env_threads: int = 0  # emulator threads per subset (0: ale-py's choice)
+    env_threads: int = 0  # simulator threads per subset (0: ale-py's choice; MuJoCo: 1/core)
     backend: str = "local"  # local | ray (episodes in Ray actors, seed-only messages)
     ray_address: str = ""  # Ray cluster: auto | HOST:PORT (empty: start one on this machine)
     ray_actors: int = 0  # Ray actors, each with a pipelined evaluator (0: one per node)

@@ -91,3 +91,4 @@ class RunResult:
     history: list[dict] = field(default_factory=list)
     optimizer: object = None
     policy: object = None
+    obs_norm: object = None  # the observation normaliser the policy was trained with, if any

@@ -67,7 +67,7 @@ def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str =
     if video is not None:
         check_path(video)
         if not os.environ.get("DISPLAY"):
-            os.environ.setdefault("MUJOCO_GL", "egl")  # read when MuJoCo first makes a context
+            os.environ.setdefault("MUJOCO_GL", "egl")  # read when mujoco is first imported
     built, params = saved_policy(run_dir, genome)
     if video is not None and built.atari is None and run_dir.load_config().env.id not in TASKS:
         built.evaluator.close()
@@ -95,26 +95,37 @@ def record(built, params: torch.Tensor, seed: int, path: str) -> float:
     layers = {k: torch.stack([v, v]) for k, v in built.policy.spec.unflatten(params).items()}
     normalize = built.obs_norm.frozen(params.device) if built.obs_norm is not None else None
     camera = None if built.atari is not None else _Camera(pool)
-    obs = pool.reset(np.ones(1, dtype=bool), [seed])
+
+    def frame():
+        if camera is not None:
+            return camera.frame()
+        return np.kron(obs[0, -1], np.ones((2, 2), np.uint8))  # [168, 168] newest frame
+
     cap = built.atari.episode_cap if built.atari is not None else built.evaluator.episode_cap
     frames, steps, score = [], 0, 0.0
-    while True:
-        frames.append(camera.frame() if camera is not None else
-                      np.kron(obs[0, -1], np.ones((2, 2), np.uint8)))  # [168, 168] newest frame
-        x = torch.from_numpy(obs).to(params.device).expand(2, *obs.shape[1:])
-        out = built.policy.forward(layers, normalize(x) if normalize is not None else x)[:1]
-        if getattr(pool, "discrete", True):
-            action = out.argmax(1).cpu().numpy().astype(np.int32)  # sync: the env needs it
-        else:
-            action = np.clip(out.cpu().numpy(), pool.action_low, pool.action_high)  # sync: same
-        pool.send(action)
-        obs, reward, done = pool.recv()
-        score += float(reward[0])
-        steps += 1
-        if done[0] or (cap is not None and steps >= cap):
-            break
-    pool.close()
-    write(path, frames, fps=15 if built.atari is not None else 30)
+    try:
+        obs = pool.reset(np.ones(1, dtype=bool), [seed])
+        while True:
+            frames.append(frame())
+            x = torch.from_numpy(obs).to(params.device).expand(2, *obs.shape[1:])
+            out = built.policy.forward(layers, normalize(x) if normalize is not None else x)[:1]
+            if getattr(pool, "discrete", True):
+                action = out.argmax(1).cpu().numpy().astype(np.int32)  # sync: the env needs it
+            else:  # sync: as above
+                action = np.clip(out.cpu().numpy(), pool.action_low, pool.action_high)
+            pool.send(action)
+            obs, reward, done = pool.recv()
+            score += float(reward[0])
+            steps += 1
+            if done[0] or (cap is not None and steps >= cap):
+                break
+        frames.append(frame())  # the state the episode ended in
+    finally:
+        if camera is not None:
+            camera.close()
+        pool.close()
+    # real time: Atari agent steps are 4 frames of 60 Hz; a MuJoCo step is dt seconds
+    write(path, frames, fps=15 if built.atari is not None else round(1 / pool.sims.dt))
     return score
 
 
@@ -133,3 +144,6 @@ class _Camera:
     def frame(self) -> np.ndarray:
         self.renderer.update_scene(self.data, camera=self.camera)
         return self.renderer.render()  # [360, 480, 3] uint8
+
+    def close(self) -> None:
+        self.renderer.close()

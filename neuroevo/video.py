@@ -1,7 +1,7 @@
 """Frames to a video file: GIF through Pillow, MP4 (H.264) through imageio-ffmpeg.
 
-Written to ``PATH.tmp`` and renamed, like every file neuroevo writes, so an interrupted
-recording never leaves a truncated video under the final name.
+Written under a temporary name and renamed, like every file neuroevo writes, so an
+interrupted recording never leaves a truncated video under the final name.
 """
 
 from __future__ import annotations
@@ -48,8 +48,12 @@ def write(path: str, frames: list[np.ndarray], fps: int) -> None:
         return
     imageio = _ffmpeg_writer()
     tmp = f"{path}.tmp.mp4"
-    with imageio.get_writer(tmp, fps=fps, codec="libx264", quality=7, macro_block_size=2,
-                            ffmpeg_log_level="error") as writer:
-        for f in frames:
-            writer.append_data(np.repeat(f[..., None], 3, axis=2) if f.ndim == 2 else f)
-    os.replace(tmp, path)
+    try:
+        with imageio.get_writer(tmp, fps=fps, codec="libx264", quality=7, macro_block_size=2,
+                                ffmpeg_log_level="error") as writer:
+            for f in frames:
+                writer.append_data(np.repeat(f[..., None], 3, axis=2) if f.ndim == 2 else f)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)

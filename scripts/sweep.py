@@ -202,8 +202,15 @@ def sweep(args) -> int:
     swept = list(grid[0])
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
-    atomic_write(os.path.join(out, "sweep.json"), json.dumps(
-        {"argv": sys.argv[1:], "points": grid, "seeds": seeds}, indent=1))
+    plan = {"algo": args.algo, "config": args.config, "set": args.set, "points": grid,
+            "seeds": seeds}
+    previous = os.path.join(out, "sweep.json")
+    if os.path.exists(previous):  # trials are matched by index: the plan must be the same
+        with open(previous) as f:
+            if json.load(f).get("plan") != plan:
+                raise ConfigError(f"{args.out} holds a different sweep (other points, seeds or "
+                                  "settings); give a new directory")
+    atomic_write(previous, json.dumps({"argv": sys.argv[1:], "plan": plan}, indent=1))
     trials = [(i, point, seed) for i, point in enumerate(grid) for seed in seeds]
     budget = ([] if args.generations is None else ["--generations", str(args.generations)]) + \
         ([] if args.frames is None else ["--frames", str(args.frames)])

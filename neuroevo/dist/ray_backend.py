@@ -10,11 +10,14 @@ The driver never ships parameters during a run. Per generation it sends each act
 - chunks of member indices to evaluate, pulled by the actors as they finish (load balance);
 
 and gets back fitness, steps, frames and per-member observation statistics. A 4-byte
-digest of the population guards the replicas against drifting. The optimizer's state
-(for ES, the centre: a full vector) travels once, when an actor starts.
+fingerprint of the optimizer state and the observation statistics (ES: the centre and
+Adam's moments) rides with every chunk, and an actor whose replica differs refuses the
+work. The optimizer's state (for ES, the centre: a full vector) travels once, when an
+actor starts.
 
-If an actor dies mid-generation, its unfinished chunks go back to the queue, a replacement
-actor is started from the driver's state (Ray schedules it when resources allow), and each
+If an actor dies mid-generation, its unfinished chunks go back to the queue, the dead actor
+is killed for good, and a replacement starts from the driver's state; the replacement gets
+work once it answers (Ray schedules it when resources allow) while the others go on. Each
 member's result is kept exactly once. Fitness depends only on (genome, seed, index), and
 statistics are merged in member order, so results equal the local backend's for any
 number of actors.
@@ -23,12 +26,14 @@ number of actors.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import pickle
 import time
 import zlib
 
 import numpy as np
+import torch
 
 from neuroevo.engine.pipeline import EvalResult, merge_obs_stats
 from neuroevo.errors import DependencyNotInstalled, WorkerError
@@ -42,9 +47,46 @@ def _ray():
     return ray
 
 
-def digest(pop) -> int:
-    """A 4-byte fingerprint of a population's genomes, generation and phase."""
-    return zlib.crc32(pickle.dumps((pop.generation, pop.phase, pop.genomes)))
+def init(address: str = "") -> None:
+    """Join the Ray cluster at ``address``, or start one sized to this machine."""
+    ray = _ray()
+    if ray.is_initialized():
+        return
+    if address:
+        ray.init(address=address, log_to_driver=False, logging_level="warning")
+    else:
+        ray.init(num_cpus=len(os.sched_getaffinity(0)), include_dashboard=False,
+                 log_to_driver=False, object_store_memory=256 << 20, logging_level="warning")
+
+
+def _canonical(x, out: list) -> None:
+    if isinstance(x, torch.Tensor):
+        out.append(x.detach().cpu().contiguous().numpy().tobytes())
+    elif isinstance(x, np.ndarray):
+        out.append(np.ascontiguousarray(x).tobytes())
+    elif dataclasses.is_dataclass(x):
+        for f in dataclasses.fields(x):
+            _canonical(getattr(x, f.name), out)
+    elif isinstance(x, dict):
+        for key in sorted(x):
+            out.append(str(key).encode())
+            _canonical(x[key], out)
+    elif isinstance(x, (list, tuple)):
+        out.append(b"[")
+        for v in x:
+            _canonical(v, out)
+        out.append(b"]")
+    else:
+        out.append(repr(x).encode())
+
+
+def fingerprint(optimizer, obs_norm) -> int:
+    """crc32 of the optimizer's state and the observation statistics, by value."""
+    parts: list[bytes] = []
+    _canonical(optimizer.state_dict()["state"], parts)
+    if obs_norm is not None:
+        _canonical(obs_norm.state_dict(), parts)
+    return zlib.crc32(b"".join(parts))
 
 
 class Worker:
@@ -52,8 +94,6 @@ class Worker:
 
     def __init__(self, cfg: dict, optimizer_state: dict, obs_norm_state: dict | None,
                  applied: int, cpus: int):
-        import torch
-
         from neuroevo.build import build
         from neuroevo.config import from_dict
 
@@ -64,6 +104,7 @@ class Worker:
         self.built = build(config)
         self.built.restore({"optimizer": optimizer_state, "obs_norm": obs_norm_state})
         self.applied = applied  # log entries already reflected in the replica
+        self._print: tuple[int, int] | None = None  # (applied, fingerprint)
 
     def pid(self) -> int:
         return os.getpid()
@@ -76,15 +117,18 @@ class Worker:
                 self.built.optimizer.ask()
                 self.built.optimizer.tell(payload)
             else:
-                merge_obs_stats(self.built.evaluator.obs_norm, payload)
+                merge_obs_stats(self.built.obs_norm, payload)
             self.applied = k + 1
 
     def evaluate(self, start: int, entries: list, check: int, indices: np.ndarray):
         self._follow(start, entries)
+        if self._print is None or self._print[0] != self.applied:
+            self._print = (self.applied, fingerprint(self.built.optimizer, self.built.obs_norm))
+        if self._print[1] != check:
+            raise WorkerError(f"worker {os.getpid()}: its optimizer replica differs from the "
+                              "driver's (was the optimizer told other fitness than evaluate "
+                              "returned?)")
         pop = self.built.optimizer.ask()
-        if digest(pop) != check:
-            raise WorkerError(f"worker {os.getpid()}: its optimizer replica asked a different "
-                              "population than the driver's (replicas out of step)")
         r = self.built.evaluator.evaluate(pop, indices=indices, merge_stats=False)
         return indices, r.fitness, r.steps, r.frames, r.obs_stats, r.occupancy, r.timings
 
@@ -97,28 +141,29 @@ class RayEvaluator:
 
     Args:
         cfg: the run's ``Config`` (actors build from it).
-        optimizer: the driver's optimizer (its state boots new actors; the loop tells it).
+        optimizer: the driver's optimizer (its state boots new actors). The loop must tell
+            it the fitness ``evaluate`` returned, as ``neuroevo.loop`` does.
         obs_norm: the driver's observation normaliser, or None.
         actors: number of actors (0: one per Ray node).
         address: a Ray cluster (``auto`` or ``HOST:PORT``); empty: start a local instance
             sized to this machine.
-        chunks_per_actor: work is cut into about this many chunks per actor, pulled as the
-            actors finish, so fast and slow actors end together.
+        chunks_per_actor: work is cut into about this many chunks per actor; each actor holds
+            one running and one queued, and pulls the next as it finishes, so fast and slow
+            actors end together.
+        max_replacements: actors that may be replaced within one generation before the
+            failure is reported (an actor that dies while starting would otherwise be
+            replaced for ever).
         on_chunk: called as ``on_chunk(self, actor_index)`` after each chunk (tests inject
             faults with it).
     """
 
     def __init__(self, cfg, optimizer, obs_norm=None, *, actors: int = 0, address: str = "",
-                 chunks_per_actor: int = 2, on_chunk=None):
+                 chunks_per_actor: int = 4, max_replacements: int | None = None,
+                 on_chunk=None):
         from neuroevo.config import to_dict
 
         ray = _ray()
-        if not ray.is_initialized():
-            if address:
-                ray.init(address=address, log_to_driver=False, logging_level="warning")
-            else:
-                ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
-                         object_store_memory=256 << 20, logging_level="warning")
+        init(address)
         self.cfg, self.optimizer, self.obs_norm = to_dict(cfg), optimizer, obs_norm
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         total = int(ray.cluster_resources().get("CPU", 1))
@@ -127,6 +172,8 @@ class RayEvaluator:
         self.gpus = (ray.cluster_resources().get("GPU", 0) / self.num_actors
                      if cfg.engine.device != "cpu" else 0)
         self.chunks_per_actor, self.on_chunk = chunks_per_actor, on_chunk
+        self.max_replacements = (2 * self.num_actors if max_replacements is None
+                                 else max_replacements)
         self.seed = cfg.seed
         if not (cfg.engine.subsets or cfg.engine.slots):
             # each actor's pipeline is sized for the chunks it gets, not the whole population
@@ -136,30 +183,47 @@ class RayEvaluator:
             subsets, slots = default_layout(chunk, resolve_device(cfg.engine.device))
             self.cfg["engine"].update(subsets=subsets, slots=slots)
         self.log: list = []  # ("tell", fitness) and ("stats", per-member stats), in order
+        self.log_base = 0  # absolute index of log[0]; entries every actor has are dropped
         self._last: tuple | None = None  # (generation, phase, fitness) of the last evaluate
         self.bootstrap_bytes = 0  # optimizer state shipped to start actors
         self.actors: list = []
-        self._sent: list[int] = []  # log entries sent to each actor
+        self._sent: dict = {}  # actor -> absolute log position sent to it
+        self._starting: dict = {}  # object ref of pid() -> an actor that has not answered
         self.replaced = 0  # actors started to replace dead ones
 
-    def _start(self) -> None:
-        """Actors start at the first evaluation, from the optimizer state as it is then (a
-        resumed run has loaded its checkpoint by that time)."""
-        while len(self.actors) < self.num_actors:
-            self._spawn()
+    @property
+    def _log_end(self) -> int:
+        return self.log_base + len(self.log)
 
-    def _spawn(self) -> None:
+    def _spawn(self):
         ray = _ray()
         state = self.optimizer.state_dict()
         norm = None if self.obs_norm is None else self.obs_norm.state_dict()
         self.bootstrap_bytes += len(pickle.dumps((self.cfg, state, norm)))
         cls = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus)(Worker)
-        self.actors.append(cls.remote(self.cfg, state, norm, len(self.log), self.cpus))
-        self._sent.append(len(self.log))
+        actor = cls.remote(self.cfg, state, norm, self._log_end, self.cpus)
+        self.actors.append(actor)
+        self._sent[actor] = self._log_end
+        return actor
+
+    def _start(self) -> None:
+        """Actors start at the first evaluation, from the optimizer state as it is then (a
+        resumed run has loaded its checkpoint by that time)."""
+        ray = _ray()
+        fresh = [self._spawn() for _ in range(self.num_actors - len(self.actors))]
+        try:
+            ray.get([a.pid.remote() for a in fresh])
+        except ray.exceptions.RayError as e:
+            raise WorkerError(f"Ray actors failed to start: {getattr(e, 'cause', e)}") from None
 
     def pids(self) -> list[int]:
         self._start()
         return _ray().get([a.pid.remote() for a in self.actors])
+
+    def _trim_log(self) -> None:
+        done = min(self._sent.values(), default=self._log_end)
+        del self.log[:done - self.log_base]
+        self.log_base = done
 
     def evaluate(self, pop, on_episode=None) -> EvalResult:
         ray = _ray()
@@ -167,42 +231,73 @@ class RayEvaluator:
         start = time.perf_counter()
         if self._last is not None and self._last[:2] != (pop.generation, pop.phase):
             self.log.append(("tell", self._last[2]))  # what the loop told the optimizer
-        check, n = digest(pop), len(pop)
+        self._trim_log()
+        check, n = fingerprint(self.optimizer, self.obs_norm), len(pop)
         size = max(1, -(-n // (len(self.actors) * self.chunks_per_actor)))
         queue = collections.deque(np.arange(i, min(i + size, n)) for i in range(0, n, size))
         fitness, steps = np.zeros(n), np.zeros(n, dtype=np.int64)
         self.counts = np.zeros(n, dtype=np.int64)  # results kept per member (exactly once)
-        frames = comm = finished = 0
+        frames = comm = finished = replaced = 0
         occupancy = 0.0
         stats: dict = {}
         timings: dict = {}
         flight: dict = {}  # object ref -> (actor, chunk)
 
         def top_up() -> None:
-            """Keep two chunks with every actor: one running, one queued (no idle gap)."""
+            """Keep two chunks with every started actor: one running, one queued."""
             for actor in self.actors:
+                if actor in self._starting.values():
+                    continue
                 while queue and sum(a is actor for a, _ in flight.values()) < 2:
                     send(actor)
 
         def send(actor) -> None:
             nonlocal comm
             chunk = queue.popleft()
-            a = self.actors.index(actor)
-            entries = self.log[self._sent[a]:]
-            args = (self._sent[a], entries, check, chunk)
+            args = (self._sent[actor], self.log[self._sent[actor] - self.log_base:], check,
+                    chunk)
             comm += len(pickle.dumps(args))
-            self._sent[a] = len(self.log)
+            self._sent[actor] = self._log_end
             flight[actor.evaluate.remote(*args)] = (actor, chunk)
 
+        def lost(actor, error) -> None:
+            nonlocal replaced
+            replaced += 1
+            if replaced > self.max_replacements:
+                raise WorkerError(f"Ray actors keep failing ({replaced} lost in one "
+                                  f"generation); last: {error}")
+            for ref, (a, chunk) in list(flight.items()):
+                if a is actor:
+                    queue.appendleft(chunk)
+                    del flight[ref]
+            self._starting = {r: a for r, a in self._starting.items() if a is not actor}
+            self.actors.remove(actor)
+            del self._sent[actor]
+            try:
+                ray.kill(actor, no_restart=True)  # it may be unreachable, not dead
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+            self.replaced += 1
+            new = self._spawn()
+            self._starting[new.pid.remote()] = new  # gets work once it answers
+
         top_up()
-        while flight:
-            [ref], _ = ray.wait(list(flight), num_returns=1)
+        while flight or queue:
+            [ref], _ = ray.wait([*flight, *self._starting], num_returns=1)
+            if ref in self._starting:
+                actor = self._starting.pop(ref)
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayError as e:
+                    lost(actor, getattr(e, "cause", e))
+                top_up()
+                continue
             actor, chunk = flight.pop(ref)
             try:
                 reply = ray.get(ref)
-            except ray.exceptions.RayActorError:
+            except ray.exceptions.RayActorError as e:
                 queue.appendleft(chunk)
-                self._lost(actor, queue, flight)
+                lost(actor, e)
                 top_up()
                 continue
             except ray.exceptions.RayTaskError as e:
@@ -232,17 +327,6 @@ class RayEvaluator:
         wall = time.perf_counter() - start
         return EvalResult(fitness, steps, frames, wall, timings, occupancy / n, stats, comm)
 
-    def _lost(self, actor, queue, flight) -> None:
-        """Re-queue a dead actor's chunks and start a replacement."""
-        for ref, (a, chunk) in list(flight.items()):
-            if a is actor:
-                queue.appendleft(chunk)
-                del flight[ref]
-        a = self.actors.index(actor)
-        del self.actors[a], self._sent[a]
-        self.replaced += 1
-        self._spawn()  # Ray schedules it when resources allow; the others go on meanwhile
-
     def close(self) -> None:
         ray = _ray()
         for actor in self.actors:
@@ -250,7 +334,7 @@ class RayEvaluator:
                 ray.kill(actor)
             except Exception:  # noqa: BLE001 - already gone
                 pass
-        self.actors = []
+        self.actors, self._sent, self._starting = [], {}, {}
 
 
 def run_commands(commands: list[list[str]], cpus: int = 1, address: str = "",
@@ -261,12 +345,7 @@ def run_commands(commands: list[list[str]], cpus: int = 1, address: str = "",
     import subprocess
 
     ray = _ray()
-    if not ray.is_initialized():
-        if address:
-            ray.init(address=address, log_to_driver=False, logging_level="warning")
-        else:
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
-                     object_store_memory=128 << 20, logging_level="warning")
+    init(address)
 
     @ray.remote(num_cpus=cpus)
     def run(command: list[str]) -> tuple[int, str]:

@@ -15,7 +15,7 @@ and ``MujocoPool`` speaks the engine's ``reset(mask, seeds) / send / recv`` prot
 from __future__ import annotations
 
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +53,7 @@ class MujocoSims:
     Args:
         env_id: one of ``locomotion.TASKS`` (HalfCheetah-v5, Hopper-v5, ...).
         num_envs: simulations.
-        threads: worker threads (0: one per CPU core).
+        threads: worker threads (0: one per CPU core this process may use).
     """
 
     def __init__(self, env_id: str, num_envs: int, threads: int = 0):
@@ -77,7 +77,10 @@ class MujocoSims:
                         for i, d in enumerate(self.datas)]
         self._constants = {"body_mass": self.model.body_mass.copy()}
         self.rngs: list[np.random.Generator | None] = [None] * num_envs
-        self.threads = threads or os.cpu_count() or 1
+        self.threads = threads or len(os.sched_getaffinity(0))
+        # Only contact costs read cfrc_ext; other tasks skip computing it (it feeds nothing
+        # back into the dynamics, so their results are the same bit for bit).
+        self._post = "cfrc_ext" in self.task.fields
         self._workers = ThreadPoolExecutor(self.threads, thread_name_prefix="neuroevo-mujoco")
         self._pending: tuple[list[Future], np.ndarray, np.ndarray, np.ndarray] | None = None
         self.obs_dim = self.observe().shape[1]
@@ -119,12 +122,13 @@ class MujocoSims:
                 np.copyto(dst, src)
 
     def _run(self, envs: np.ndarray, actions: np.ndarray) -> None:
-        mujoco, model, skip = _mujoco(), self.model, self.task.frame_skip
+        mujoco, model, skip, post = _mujoco(), self.model, self.task.frame_skip, self._post
         for i in envs:
             d = self.datas[i]
             np.copyto(d.ctrl, actions[i])
             mujoco.mj_step(model, d, nstep=skip)  # releases the GIL
-            mujoco.mj_rnePostConstraint(model, d)  # cfrc_ext etc., as gymnasium computes them
+            if post:
+                mujoco.mj_rnePostConstraint(model, d)  # cfrc_ext, as gymnasium computes it
             for dst, src in self._copies[i]:
                 np.copyto(dst, src)
 
@@ -141,9 +145,15 @@ class MujocoSims:
         chunks = [c for c in np.array_split(envs, self.threads) if len(c)]
         mine = chunks.pop() if inline and chunks else None
         futures = [self._workers.submit(self._run, c, actions) for c in chunks]
-        self._pending = (futures, envs, actions, before)
         if mine is not None:
-            self._run(mine, actions)
+            done: Future = Future()
+            try:
+                self._run(mine, actions)
+                done.set_result(None)
+            except Exception as e:  # reported by step_wait, with the other chunks
+                done.set_exception(e)
+            futures.append(done)
+        self._pending = (futures, envs, actions, before)
 
     def step_wait(self) -> tuple[np.ndarray, np.ndarray]:
         """Wait for the step; ``(reward [N], terminated [N])`` (rows not stepped: zeros)."""
@@ -151,10 +161,10 @@ class MujocoSims:
             raise StateError("step_wait() without step_async(); call step_async() first")
         futures, envs, actions, before = self._pending
         self._pending = None
+        wait(futures)  # every chunk has stopped writing before anything is raised
         for future in futures:
-            try:
-                future.result()
-            except Exception as e:
+            if future.exception() is not None:
+                e = future.exception()
                 raise WorkerError(f"{self.env_id}: a MuJoCo worker failed: {e}") from e
         view, task = self._view(), self.task
         speed = (task.position(view) - before) / self.dt
@@ -213,8 +223,8 @@ class MujocoPool:
     def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self._stepping is None:
             raise StateError("MujocoPool.recv() without send(); call send(actions) first")
-        rewards, terminated = self.sims.step_wait()
         envs, self._stepping = self._stepping, None
+        rewards, terminated = self.sims.step_wait()
         self._elapsed[envs] += 1
         done = np.zeros(len(self._ended), dtype=bool)
         done[envs] = terminated[envs] | (self._elapsed[envs] >= self.max_steps)

@@ -92,3 +92,22 @@ def test_a_killed_actor_is_replaced_and_every_member_evaluated_exactly_once():
     pop = built.optimizer.ask()  # the replacement follows the log like the others
     assert pop.phase == "validate" and len(ev.evaluate(pop).fitness) == len(pop)
     ev.close()
+
+
+def test_a_replica_out_of_step_is_refused():
+    from neuroevo.build import build
+    from neuroevo.config import Config, override
+    from neuroevo.dist.ray_backend import RayEvaluator
+    from neuroevo.errors import WorkerError
+
+    cfg = Config()
+    for key, value in {"algo.name": "es", "env.id": "CartPole-v1", "algo.population": 4,
+                       "algo.validation_episodes": 0, "engine.device": "cpu"}.items():
+        override(cfg, key, value)
+    built = build(cfg, local=False)
+    ev = RayEvaluator(cfg, built.optimizer, actors=1)
+    fitness = ev.evaluate(built.optimizer.ask()).fitness
+    built.optimizer.tell(fitness[::-1].copy())  # not what evaluate returned: centres differ
+    with pytest.raises(WorkerError, match="replica differs from the driver's"):
+        ev.evaluate(built.optimizer.ask())
+    ev.close()

@@ -98,6 +98,18 @@ def test_resume_es_on_mujoco_keeps_the_observation_statistics(tmp_path):
     assert saved["obs_norm"]["mean"].shape == (11,) and saved["obs_norm"]["clip"] == 5.0
 
 
+def test_resume_of_a_run_stopped_before_its_first_checkpoint_starts_it_again(tmp_path):
+    from neuroevo.checkpoint import RunDir
+    from neuroevo.config import Config
+
+    RunDir(str(tmp_path / "r")).create(Config())  # what a run killed in generation 0 leaves
+    out = neuroevo("run", "ga", *TINY, "--generations", "1", "--run-dir", "r", "--resume",
+                   cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert len(rows(tmp_path / "r")) == 1 and "game: pong" in (tmp_path / "r" /
+                                                                "config.yaml").read_text()
+
+
 def test_resume_errors_are_one_line_exit_2(tmp_path):
     out = neuroevo("resume", "nowhere", cwd=tmp_path)
     assert out.returncode == 2 and "run directory nowhere does not exist" in out.stderr

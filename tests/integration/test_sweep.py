@@ -47,6 +47,9 @@ def test_sweep_writes_trials_summary_and_resumes(tmp_path):
 
 
 def test_bad_sweeps_are_one_line_errors(tmp_path):
+    assert sweep("d", "--generations", "1", "--seeds", "0", cwd=tmp_path).returncode == 0
+    out = sweep("d", "--generations", "1", "--seeds", "0,1", cwd=tmp_path)
+    assert out.returncode == 2 and "d holds a different sweep" in out.stderr
     out = sweep("c", "--generations", "1", "--grid", "algo.sigmaa=1", cwd=tmp_path)
     assert out.returncode == 2 and "unknown config key 'algo.sigmaa'" in out.stderr
     out = sweep("c", cwd=tmp_path)
