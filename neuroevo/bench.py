@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch.func import functional_call
 
+from neuroevo.engine.parallel import ParallelEvaluator, default_workers
 from neuroevo.engine.pipeline import Evaluator, default_layout, resolve_device
 from neuroevo.envs.atari import AtariConfig, AtariPool
 from neuroevo.files import atomic_write
@@ -40,7 +41,8 @@ class BenchConfig:
     device: str = "auto"
     subsets: int | None = None  # None: default_layout
     slots: int | None = None
-    env_threads: int = 0  # per pool; 0: ale-py's choice
+    env_threads: int = 0  # per pool; 0: ale-py's choice (1 with several workers)
+    workers: int = 0  # driver threads of the engine; 0: as `neuroevo run` (default_workers)
     episode_cap: int = 5000
     seed: int = 0
 
@@ -106,9 +108,16 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             state["obs"], state["steps"] = probe.reset(np.ones(1, bool), [state["steps"]]), 0
         return atari.frameskip
 
-    evaluator = Evaluator(policy, lambda n: AtariPool(atari, n, cfg.env_threads),
-                          subsets=subsets, slots=slots, episode_cap=cfg.episode_cap,
-                          frameskip=atari.frameskip, device=device, seed=cfg.seed)
+    # the engine as `neuroevo run` builds it: several driver threads on a CPU
+    workers = cfg.workers or default_workers(cfg.population, device)
+    w_subsets, w_slots = default_layout(-(-cfg.population // workers), device)
+    threads = cfg.env_threads or (1 if workers > 1 else 0)
+    parts = [Evaluator(policy, lambda n: AtariPool(atari, n, threads),
+                       subsets=cfg.subsets or w_subsets, slots=cfg.slots or w_slots,
+                       episode_cap=cfg.episode_cap, frameskip=atari.frameskip, device=device,
+                       seed=cfg.seed) for _ in range(workers)]
+    evaluator = parts[0] if workers == 1 else ParallelEvaluator(parts)
+    result["engine_workers"] = workers
 
     def engine_run():
         frames, elapsed, timings, occupancy = 0, 0.0, {}, []

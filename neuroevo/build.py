@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from neuroevo.config import Config
+from neuroevo.engine.parallel import ParallelEvaluator, default_workers
 from neuroevo.engine.pipeline import Evaluator, default_layout, resolve_device
 from neuroevo.envs.atari import AtariConfig, AtariPool
 from neuroevo.envs.gym import GymPool, check_env_id
@@ -87,20 +88,21 @@ def build(cfg: Config, local: bool = True) -> Built:
     if locomotion:
         atari, frameskip, cap = None, 1, cfg.env.episode_cap or None
 
-        def make_pool(n):
-            return MujocoPool(cfg.env.id, n, e.env_threads)
+        def make_pool(n, threads=e.env_threads):
+            return MujocoPool(cfg.env.id, n, threads)
     elif cfg.env.id:
         atari, frameskip, cap = None, 1, cfg.env.episode_cap or None
         check_env_id(cfg.env.id)
 
-        def make_pool(n):
+        def make_pool(n, threads=0):
             return GymPool(cfg.env.id, n)
     else:
         atari = atari_config(cfg)
         frameskip, cap = atari.frameskip, atari.episode_cap
 
-        def make_pool(n):
-            return AtariPool(atari, n, e.env_threads)
+        def make_pool(n, threads=e.env_threads):
+            return AtariPool(atari, n, threads)
+    check_range("engine.workers", e.workers, e.workers >= 0, ">= 0")
     probe = make_pool(1)
     obs_shape, num_actions = probe.obs_shape, probe.num_actions
     probe.close()
@@ -113,7 +115,6 @@ def build(cfg: Config, local: bool = True) -> Built:
     template, spec = build_template(net, obs_shape, num_actions, _hidden(cfg.net.hidden))
     policy = BatchedPolicy(template.to(device), spec)
     optimizer = make_optimizer(cfg, policy)
-    subsets, slots = default_layout(cfg.algo.population, device)
     norm, noise = cfg.env.obs_norm, cfg.env.action_noise
     check_range("env.obs_norm", norm, norm in ("on", "off", "auto"), "on, off or auto")
     if norm == "on" and len(obs_shape) == 3:
@@ -121,11 +122,16 @@ def build(cfg: Config, local: bool = True) -> Built:
                           "--set env.obs_norm=off")
     check_range("env.action_noise", noise, noise is None or noise >= 0, "None or >= 0")
     obs_norm = ObsNorm(obs_shape) if norm == "on" or (norm == "auto" and locomotion) else None
-    evaluator = Evaluator(policy, make_pool, subsets=e.subsets or subsets,
-                          slots=e.slots or slots, episode_cap=cap, frameskip=frameskip,
-                          device=device, seed=cfg.seed, obs_norm=obs_norm,
-                          obs_stats_fraction=cfg.env.obs_stats_fraction,
-                          action_noise=(0.01 if locomotion else 0.0) if noise is None else noise,
-                          ) if local else None
+    workers = e.workers or default_workers(cfg.algo.population, device)
+    subsets, slots = default_layout(-(-cfg.algo.population // workers), device)
+    # several driver threads: one simulator thread each unless told (the cores are shared)
+    threads = e.env_threads or (1 if workers > 1 else 0)
+    parts = [Evaluator(policy, lambda n: make_pool(n, threads), subsets=e.subsets or subsets,
+                       slots=e.slots or slots, episode_cap=cap, frameskip=frameskip,
+                       device=device, seed=cfg.seed, obs_norm=obs_norm,
+                       obs_stats_fraction=cfg.env.obs_stats_fraction,
+                       action_noise=(0.01 if locomotion else 0.0) if noise is None else noise)
+             for _ in range(workers if local else 0)]
+    evaluator = (parts[0] if len(parts) == 1 else ParallelEvaluator(parts)) if local else None
     return Built(policy, optimizer, evaluator, device, atari, make_pool, obs_norm)
 

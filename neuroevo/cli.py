@@ -152,6 +152,7 @@ def _bench(args) -> int:
     cfg = BenchConfig(game=args.game, net=args.net, population=args.population,
                       seconds=args.seconds, rounds=args.rounds, device=args.device,
                       subsets=args.subsets, slots=args.slots, env_threads=args.env_threads,
+                      workers=args.workers,
                       episode_cap=args.episode_cap, seed=args.seed)
     result = run_bench(cfg, log=lambda m: print(m, file=sys.stderr, flush=True))
     print(format_table(result))
@@ -284,6 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--subsets", type=int, help="subsets of slots (default: automatic)")
     bench.add_argument("--slots", type=int, help="slots per subset (default: automatic)")
     bench.add_argument("--env-threads", type=int, default=0, help="per subset; 0: ale-py's")
+    bench.add_argument("--workers", type=int, default=0,
+                       help="engine driver threads (default: as neuroevo run: 1 per core on "
+                            "a CPU)")
     bench.add_argument("--episode-cap", type=int, default=1000,
                        help="agent steps per episode (short, so a generation fits the time)")
     bench.add_argument("--seed", type=int, default=0, help="seed of the population and envs")

@@ -54,7 +54,10 @@ class EngineConfig:
     device: str = "auto"  # auto | cpu | cuda[:N]
     subsets: int = 0  # double-buffered subsets (0: automatic)
     slots: int = 0  # slots per subset (0: automatic)
-    env_threads: int = 0  # simulator threads per subset (0: ale-py's choice; MuJoCo: 1/core)
+    env_threads: int = 0  # simulator threads per subset (0: ale-py's choice; MuJoCo: 1/core;
+    # 1 with several workers)
+    workers: int = 0  # driver threads, each with its own subsets (0: 1 on a GPU, 1 per core
+    # on a CPU, at least 8 members each)
     backend: str = "local"  # local | ray (episodes in Ray actors, seed-only messages)
     ray_address: str = ""  # Ray cluster: auto | HOST:PORT (empty: start one on this machine)
     ray_actors: int = 0  # Ray actors, each with a pipelined evaluator (0: one per node)

@@ -101,6 +101,7 @@ class Worker:
         config = from_dict(cfg)
         config.engine.backend = "local"
         config.engine.env_threads = config.engine.env_threads or max(1, cpus)
+        config.engine.workers = config.engine.workers or max(1, cpus)
         self.built = build(config)
         self.built.restore({"optimizer": optimizer_state, "obs_norm": obs_norm_state})
         self.applied = applied  # log entries already reflected in the replica

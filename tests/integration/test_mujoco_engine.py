@@ -78,10 +78,10 @@ def test_es_episodes_equal_a_naive_loop_over_gymnasium():
     built.evaluator.close()
 
 
-def _run(subsets=2, slots=3, centre_episodes=2):
+def _run(subsets=2, slots=3, centre_episodes=2, workers=1):
     from neuroevo.loop import Budget, generations
 
-    cfg = _config(**{"engine.subsets": subsets, "engine.slots": slots,
+    cfg = _config(**{"engine.subsets": subsets, "engine.slots": slots, "engine.workers": workers,
                      "env.obs_stats_fraction": 0.5, "algo.validation_episodes": centre_episodes})
     built = build(cfg)
     rows = list(generations(built.optimizer, built.evaluator, Budget(generations=2)))
@@ -89,7 +89,7 @@ def _run(subsets=2, slots=3, centre_episodes=2):
     return rows, built.evaluator.obs_norm.state_dict(), built.optimizer.center
 
 
-@pytest.mark.parametrize("layout", [(1, 1), (2, 2), (3, 4)])
+@pytest.mark.parametrize("layout", [(1, 1), (2, 2), (3, 4), (1, 2, 2, 2), (2, 1, 2, 3)])
 def test_fitness_and_statistics_do_not_depend_on_the_layout(layout):
     keys = ("fitness_mean", "fitness_max", "center_score", "frames", "eval_frames")
     (rows, norm, center), (rows2, norm2, center2) = _run(), _run(*layout)

@@ -202,3 +202,14 @@ def test_quick_cartpole_config_solves_cartpole(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 8 and rows[0]["center_score"] < 500
     assert rows[-1]["center_score"] == 500.0  # the centre balances the pole for 500 steps
+
+
+def test_several_driver_threads_give_the_same_run():
+    kw = dict(algo__name="ga", env__game="pong", algo__population=9, env__episode_cap=30,
+              algo__elite_candidates=2, algo__validation_episodes=2, budget__generations=2,
+              engine__device="cpu")
+    keys = ("fitness_mean", "fitness_max", "elite_score", "frames", "episodes")
+    runs = [train(engine__workers=w, engine__slots=s, **kw).history for w, s in
+            ((1, 0), (2, 0), (3, 2))]
+    assert [[r[k] for k in keys] for r in runs[0]] == [[r[k] for k in keys] for r in runs[1]]
+    assert [[r[k] for k in keys] for r in runs[0]] == [[r[k] for k in keys] for r in runs[2]]

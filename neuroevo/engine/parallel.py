@@ -1,0 +1,85 @@
+"""Several pipelined evaluators in one process, one driver thread each: CPU data parallelism.
+
+On a CPU, K evaluators that each run their forward passes on one torch thread, with the
+population's members dealt out between them (member ``i`` to evaluator ``i % K``), beat one
+evaluator whose forward passes use K threads: each thread streams its own networks' weights
+with no fork/join per layer, and the emulators of one evaluator step while the others
+compute (torch and the simulators release the GIL). Measured with ``neuroevo bench`` (see
+experiments/bench). Fitness is the same as with one evaluator: episodes are seeded by
+member index, and observation statistics are merged in member order.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from neuroevo.engine.pipeline import EvalResult, Evaluator, merge_obs_stats
+
+
+class ParallelEvaluator:
+    """``evaluate(pop)`` over ``parts`` (evaluators sharing one ``obs_norm``) in threads."""
+
+    def __init__(self, parts: list[Evaluator]):
+        self.parts = parts
+        # one torch thread per driver thread: set in each thread (OpenMP's setting is per
+        # thread), and in the caller while the parts run
+        self._threads = ThreadPoolExecutor(len(parts), thread_name_prefix="neuroevo-driver",
+                                           initializer=torch.set_num_threads, initargs=(1,))
+
+    def __getattr__(self, name):  # seed, obs_norm, episode_cap, ...: the parts share them
+        return getattr(self.parts[0], name)
+
+    def evaluate(self, pop, on_episode=None, indices=None, merge_stats: bool = True
+                 ) -> EvalResult:
+        members = np.arange(len(pop)) if indices is None else np.asarray(indices, np.int64)
+        k = len(self.parts)
+        shares = [(part, np.arange(j, len(members), k)) for j, part in enumerate(self.parts)]
+        shares = [(part, pos) for part, pos in shares if len(pos)]
+        lock, done = threading.Lock(), [0]
+
+        def report(_, __, score, frames):
+            with lock:  # one progress count for all parts
+                done[0] += 1
+                on_episode(done[0], len(members), score, frames)
+
+        start, threads = time.perf_counter(), torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            futures = [self._threads.submit(part.evaluate, pop, report if on_episode else None,
+                                            members[pos], False) for part, pos in shares]
+            results = [f.result() for f in futures]
+        finally:
+            torch.set_num_threads(threads)
+        fitness, steps = np.zeros(len(members)), np.zeros(len(members), dtype=np.int64)
+        stats: dict = {}
+        timings: dict = {}
+        for (_, pos), r in zip(shares, results, strict=True):
+            fitness[pos], steps[pos] = r.fitness, r.steps
+            stats.update(r.obs_stats)
+            timings = {name: timings.get(name, 0.0) + v for name, v in r.timings.items()}
+        if stats and merge_stats:
+            merge_obs_stats(self.parts[0].obs_norm, stats)
+        occupancy = sum(r.occupancy * len(pos) for (_, pos), r in zip(shares, results,
+                                                                       strict=True))
+        return EvalResult(fitness, steps, sum(r.frames for r in results),
+                          time.perf_counter() - start, timings, occupancy / len(members), stats)
+
+    def close(self) -> None:
+        self._threads.shutdown()
+        for part in self.parts:
+            part.close()
+
+
+def default_workers(population: int, device: torch.device) -> int:
+    """Driver threads: one on a GPU (its forward pass is one batch), one per CPU core on a
+    CPU (each with its own networks on one torch thread), at least 8 members each."""
+    if device.type == "cuda":
+        return 1
+    return max(1, min(len(os.sched_getaffinity(0)), population // 8))
+
