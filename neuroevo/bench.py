@@ -169,7 +169,8 @@ def format_table(r: dict) -> str:
             ("bound_fps", r["bound_fps"])]
     lines = [f"{r['config']['game']} / {r['config']['net']} net ({r['num_params']:,} params), "
              f"population {r['config']['population']}, {r['subsets']} x {r['slots']} slots, "
-             f"device {r['device']}, {r['cpu_count']} cores"]
+             f"device {r['device']}, {r['cpu_count']} cores, engine: "
+             f"{r['engine_workers']} driver thread(s)"]
     lines += [f"  {name:<20}{value:>12,.0f} frames/s" for name, value in rows]
     lines += [f"  {'efficiency':<20}{r['efficiency']:>12.2f}   (engine / bound)",
               f"  {'speedup_vs_naive':<20}{r['speedup_vs_naive']:>12.2f}",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -100,6 +101,7 @@ class ChainDecoder:
         self.init_std = torch.as_tensor(init_std, dtype=torch.float32).to(self.device)
         self.cache_size = cache_size
         self._cache: OrderedDict[SeedChain, torch.Tensor] = OrderedDict()
+        self._lock = threading.Lock()
 
     def _init(self, seed: int) -> torch.Tensor:
         theta = self.noise.slice(seed, self.num_params, self.device) * self.init_std
@@ -122,6 +124,15 @@ class ChainDecoder:
         return theta + self.noise.slice(seed, self.num_params, self.device) * sigma
 
     def parts(self, genome: SeedChain) -> tuple[torch.Tensor, int, float] | None:
+        with self._lock:
+            return self._parts(genome)
+
+    def decode(self, genome: SeedChain) -> torch.Tensor:
+        """``[D]`` float32 parameters of ``genome``; never modify the result in place."""
+        with self._lock:  # driver threads share a generation's decoder and its cache
+            return self._decode(genome)
+
+    def _parts(self, genome: SeedChain) -> tuple[torch.Tensor, int, float] | None:
         """``(base, offset, scale)`` with ``genome = base + noise[offset:offset+D] * scale``
         when ``genome``'s parent is cached (then a fused kernel can write it straight into
         slot storage), else None (use ``decode``)."""
@@ -133,8 +144,7 @@ class ChainDecoder:
         seed, sigma = genome.mutations[-1]
         return parent, self.noise.offset(seed, self.num_params), float(sigma)
 
-    def decode(self, genome: SeedChain) -> torch.Tensor:
-        """``[D]`` float32 parameters of ``genome``; never modify the result in place."""
+    def _decode(self, genome: SeedChain) -> torch.Tensor:
         theta = self._lookup(genome)
         if theta is not None or genome.parent is None:
             return theta if theta is not None else self._init(genome.init_seed)
@@ -192,6 +202,7 @@ class Population(Sequence):
         self.genomes, self.generation, self.phase = list(genomes), generation, phase
         self.budgeted = budgeted
         self._make_decoder = make_decoder  # device -> decoder with .decode(genome)
+        self._lock = threading.Lock()
         self._decoders: dict[torch.device, object] = {}
 
     def __len__(self) -> int:
@@ -202,9 +213,10 @@ class Population(Sequence):
 
     def decoder(self, device=None):
         device = torch.device(device or "cpu")
-        if device not in self._decoders:
-            self._decoders[device] = self._make_decoder(device)
-        return self._decoders[device]
+        with self._lock:  # one decoder per device, whichever driver thread asks first
+            if device not in self._decoders:
+                self._decoders[device] = self._make_decoder(device)
+            return self._decoders[device]
 
     def member_params(self, i: int, device=None) -> torch.Tensor:
         """``[D]`` parameters of member ``i`` on ``device``; read-only (it may be cached)."""
