@@ -71,6 +71,8 @@ class ParallelEvaluator:
                           time.perf_counter() - start, timings, occupancy / len(members), stats)
 
     def close(self) -> None:
+        for part in self.parts:  # running evaluations end at their next step (Ctrl-C)
+            part._stop.set()
         self._threads.shutdown()
         for part in self.parts:
             part.close()

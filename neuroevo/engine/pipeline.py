@@ -21,6 +21,7 @@ episodes, drawn from (episode seed, step): both are layout-independent too.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 
 from neuroevo.engine.slots import IDLE, Slots, episode_seed, sampled, step_normals
-from neuroevo.errors import ConfigError, WorkerError, check_range
+from neuroevo.errors import ConfigError, StateError, WorkerError, check_range
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
 from neuroevo.policy.obsnorm import ObsNorm
 
@@ -117,8 +118,10 @@ class Evaluator:
             async_resets = self.device.type != "cpu"
         self._resetter = (ThreadPoolExecutor(subsets, thread_name_prefix="neuroevo-reset")
                           if async_resets else None)
+        self._stop = threading.Event()  # set by close(): an evaluation in another thread ends
 
     def close(self) -> None:
+        self._stop.set()
         if self._resetter is not None:
             self._resetter.shutdown()
         for sub in self.subsets:
@@ -227,6 +230,8 @@ class Evaluator:
             refill(sub, np.arange(sub.params.num_rows))
 
         while any(sub.in_flight or sub.resetting for sub in self.subsets):
+            if self._stop.is_set():  # Ctrl-C in the main thread while this is a driver thread
+                raise StateError("the evaluator was closed during an evaluation")
             for i, sub in enumerate(self.subsets):
                 if sub.resetting is not None:
                     if not sub.resetting.done() and any(o.in_flight for o in self.subsets):

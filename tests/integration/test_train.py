@@ -4,6 +4,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -213,3 +214,25 @@ def test_several_driver_threads_give_the_same_run():
             ((1, 0), (2, 0), (3, 2))]
     assert [[r[k] for k in keys] for r in runs[0]] == [[r[k] for k in keys] for r in runs[1]]
     assert [[r[k] for k in keys] for r in runs[0]] == [[r[k] for k in keys] for r in runs[2]]
+
+
+def test_closing_a_parallel_evaluator_ends_its_running_evaluation():
+    from neuroevo.build import build
+    from neuroevo.config import override
+    from neuroevo.errors import StateError
+
+    cfg = Config()
+    for key, value in {"env.game": "pong", "algo.population": 16, "engine.workers": 2,
+                       "env.episode_cap": 200, "engine.device": "cpu"}.items():
+        override(cfg, key, value)
+    built = build(cfg)
+    seen = []
+
+    def close_after_the_first(done, total, score, frames):
+        seen.append(done)
+        if done == 1:  # from another thread, as _train's finally does on Ctrl-C
+            threading.Thread(target=built.evaluator.close).start()
+
+    with pytest.raises(StateError, match="closed during an evaluation"):
+        built.evaluator.evaluate(built.optimizer.ask(), on_episode=close_after_the_first)
+    assert seen[0] == 1 and len(seen) < 16  # the other episodes were not all played out
