@@ -33,6 +33,8 @@ class ParallelEvaluator:
                                            initializer=torch.set_num_threads, initargs=(1,))
 
     def __getattr__(self, name):  # seed, obs_norm, episode_cap, ...: the parts share them
+        if name == "parts":  # not set yet (copy, unpickling): no recursion
+            raise AttributeError(name)
         return getattr(self.parts[0], name)
 
     def evaluate(self, pop, on_episode=None, indices=None, merge_stats: bool = True
