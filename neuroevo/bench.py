@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch.func import functional_call
 
-from neuroevo.engine.parallel import ParallelEvaluator, default_workers
-from neuroevo.engine.pipeline import Evaluator, default_layout, resolve_device
+from neuroevo.engine.parallel import make_evaluator
+from neuroevo.engine.pipeline import default_layout, resolve_device
 from neuroevo.envs.atari import AtariConfig, AtariPool
 from neuroevo.files import atomic_write
 from neuroevo.optim import GA
@@ -109,15 +109,12 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
         return atari.frameskip
 
     # the engine as `neuroevo run` builds it: several driver threads on a CPU
-    workers = cfg.workers or default_workers(cfg.population, device)
-    w_subsets, w_slots = default_layout(-(-cfg.population // workers), device)
-    threads = cfg.env_threads or (1 if workers > 1 else 0)
-    parts = [Evaluator(policy, lambda n: AtariPool(atari, n, threads),
-                       subsets=cfg.subsets or w_subsets, slots=cfg.slots or w_slots,
-                       episode_cap=cfg.episode_cap, frameskip=atari.frameskip, device=device,
-                       seed=cfg.seed) for _ in range(workers)]
-    evaluator = parts[0] if workers == 1 else ParallelEvaluator(parts)
-    result["engine_workers"] = workers
+    evaluator = make_evaluator(
+        policy, lambda n, threads: AtariPool(atari, n, threads), cfg.population, device,
+        workers=cfg.workers, subsets=cfg.subsets or 0, slots=cfg.slots or 0,
+        env_threads=cfg.env_threads, episode_cap=cfg.episode_cap, frameskip=atari.frameskip,
+        seed=cfg.seed)
+    result["engine_workers"] = len(getattr(evaluator, "parts", [evaluator]))
 
     def engine_run():
         frames, elapsed, timings, occupancy = 0, 0.0, {}, []

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 
 from neuroevo.config import Config
-from neuroevo.engine.parallel import ParallelEvaluator, default_workers
-from neuroevo.engine.pipeline import Evaluator, default_layout, resolve_device
+from neuroevo.engine.parallel import make_evaluator
+from neuroevo.engine.pipeline import Evaluator, resolve_device
 from neuroevo.envs.atari import AtariConfig, AtariPool
 from neuroevo.envs.gym import GymPool, check_env_id
 from neuroevo.envs.locomotion import TASKS
@@ -122,16 +122,11 @@ def build(cfg: Config, local: bool = True) -> Built:
                           "--set env.obs_norm=off")
     check_range("env.action_noise", noise, noise is None or noise >= 0, "None or >= 0")
     obs_norm = ObsNorm(obs_shape) if norm == "on" or (norm == "auto" and locomotion) else None
-    workers = e.workers or default_workers(cfg.algo.population, device)
-    subsets, slots = default_layout(-(-cfg.algo.population // workers), device)
-    # several driver threads: one simulator thread each unless told (the cores are shared)
-    threads = e.env_threads or (1 if workers > 1 else 0)
-    parts = [Evaluator(policy, lambda n: make_pool(n, threads), subsets=e.subsets or subsets,
-                       slots=e.slots or slots, episode_cap=cap, frameskip=frameskip,
-                       device=device, seed=cfg.seed, obs_norm=obs_norm,
-                       obs_stats_fraction=cfg.env.obs_stats_fraction,
-                       action_noise=(0.01 if locomotion else 0.0) if noise is None else noise)
-             for _ in range(workers if local else 0)]
-    evaluator = (parts[0] if len(parts) == 1 else ParallelEvaluator(parts)) if local else None
+    evaluator = make_evaluator(
+        policy, make_pool, cfg.algo.population, device, workers=e.workers, subsets=e.subsets,
+        slots=e.slots, env_threads=e.env_threads, episode_cap=cap, frameskip=frameskip,
+        seed=cfg.seed, obs_norm=obs_norm, obs_stats_fraction=cfg.env.obs_stats_fraction,
+        action_noise=(0.01 if locomotion else 0.0) if noise is None else noise,
+    ) if local else None
     return Built(policy, optimizer, evaluator, device, atari, make_pool, obs_norm)
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from neuroevo.engine.pipeline import EvalResult, Evaluator, merge_obs_stats
+from neuroevo.engine.pipeline import EvalResult, Evaluator, default_layout, merge_obs_stats
 
 
 class ParallelEvaluator:
@@ -87,3 +87,20 @@ def default_workers(population: int, device: torch.device) -> int:
         return 1
     return max(1, min(len(os.sched_getaffinity(0)), population // 8))
 
+
+
+def make_evaluator(policy, make_pool, population: int, device: torch.device, *,
+                   workers: int = 0, subsets: int = 0, slots: int = 0, env_threads: int = 0,
+                   **options) -> Evaluator | ParallelEvaluator:
+    """The engine as ``neuroevo run`` builds it: ``workers`` driver threads (0:
+    ``default_workers``), each with the automatic layout for its share of the population
+    unless ``subsets``/``slots`` say otherwise. ``make_pool(n, threads)`` makes a pool;
+    with several workers each pool gets one simulator thread unless ``env_threads`` says
+    otherwise (the cores are shared). ``options`` go to every ``Evaluator``."""
+    workers = workers or default_workers(population, device)
+    auto_subsets, auto_slots = default_layout(-(-population // workers), device)
+    threads = env_threads or (1 if workers > 1 else 0)
+    parts = [Evaluator(policy, lambda n: make_pool(n, threads), subsets=subsets or auto_subsets,
+                       slots=slots or auto_slots, device=device, **options)
+             for _ in range(workers)]
+    return parts[0] if workers == 1 else ParallelEvaluator(parts)

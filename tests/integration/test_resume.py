@@ -69,17 +69,23 @@ def test_resume_after_kill_9_equals_an_uninterrupted_run(tmp_path, straight):
     assert not list((tmp_path / "r").rglob("*.tmp"))
 
 
+def straight_and_resumed(cwd, algo, args, stop, total):
+    """Run ``a`` for ``total`` generations and ``b`` for ``stop``, then resume ``b`` to
+    ``total``; the two must have the same metrics."""
+    assert neuroevo("run", algo, *args, "--generations", str(total), "--run-dir", "a",
+                    cwd=cwd).returncode == 0
+    assert neuroevo("run", algo, *args, "--generations", str(stop), "--run-dir", "b",
+                    cwd=cwd).returncode == 0
+    out = neuroevo("resume", "b", "--generations", str(total), cwd=cwd)
+    assert out.returncode == 0, out.stderr
+    assert rows(cwd / "b") == rows(cwd / "a")
+
+
 def test_resume_on_cartpole_equals_an_uninterrupted_run(tmp_path):
     cartpole = ["--env", "CartPole-v1", "--population", "10", "--device", "cpu",
                 "--set", "algo.elite_candidates=2", "--set", "algo.validation_episodes=2",
                 "--no-progress"]
-    assert neuroevo("run", "ga", *cartpole, "--generations", "4", "--run-dir", "a",
-                    cwd=tmp_path).returncode == 0
-    assert neuroevo("run", "ga", *cartpole, "--generations", "2", "--run-dir", "b",
-                    cwd=tmp_path).returncode == 0
-    out = neuroevo("resume", "b", "--generations", "4", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert rows(tmp_path / "b") == rows(tmp_path / "a")
+    straight_and_resumed(tmp_path, "ga", cartpole, stop=2, total=4)
     assert rows(tmp_path / "a")[-1]["fitness_max"] > rows(tmp_path / "a")[0]["fitness_mean"]
 
 
@@ -87,13 +93,7 @@ def test_resume_es_on_mujoco_keeps_the_observation_statistics(tmp_path):
     hopper = ["--env", "Hopper-v5", "--population", "6", "--device", "cpu", "--set",
               "net.hidden=16,16", "--set", "env.obs_stats_fraction=0.5", "--set",
               "algo.validation_episodes=2", "--no-progress"]
-    assert neuroevo("run", "es", *hopper, "--generations", "3", "--run-dir", "a",
-                    cwd=tmp_path).returncode == 0
-    assert neuroevo("run", "es", *hopper, "--generations", "1", "--run-dir", "b",
-                    cwd=tmp_path).returncode == 0
-    out = neuroevo("resume", "b", "--generations", "3", cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert rows(tmp_path / "b") == rows(tmp_path / "a")
+    straight_and_resumed(tmp_path, "es", hopper, stop=1, total=3)
     saved = torch.load(tmp_path / "b" / "policy.pt")
     assert saved["obs_norm"]["mean"].shape == (11,) and saved["obs_norm"]["clip"] == 5.0
 
