@@ -21,16 +21,19 @@ def _gemv(x_ptr, w_ptr, b_ptr, idx_ptr, out_ptr, n_in, n_out,
     n = tl.program_id(0)
     offs_o = tl.program_id(1) * BLOCK_O + tl.arange(0, BLOCK_O)
     m = tl.load(idx_ptr + n).to(tl.int64)
-    acc = tl.zeros((BLOCK_O,), dtype=tl.float32)
+    # Products are summed along K once, after the loop: a reduction across lanes in every
+    # iteration would stall the weight stream this kernel exists to keep saturated.
+    acc = tl.zeros((BLOCK_O, BLOCK_K), dtype=tl.float32)
     for k0 in range(0, n_in, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
         xk = tl.load(x_ptr + n * sxn + offs_k * sxk, mask=offs_k < n_in, other=0.0)
         wk = tl.load(w_ptr + m * swm + offs_o[:, None] * swo + offs_k[None, :] * swk,
                      mask=(offs_o[:, None] < n_out) & (offs_k[None, :] < n_in), other=0.0)
-        acc += tl.sum(wk * xk[None, :], axis=1)
+        acc += wk * xk[None, :]
+    out = tl.sum(acc, axis=1)
     if HAS_BIAS:
-        acc += tl.load(b_ptr + m * sbm + offs_o * sbo, mask=offs_o < n_out, other=0.0)
-    tl.store(out_ptr + n * son + offs_o * soo, acc, mask=offs_o < n_out)
+        out += tl.load(b_ptr + m * sbm + offs_o * sbo, mask=offs_o < n_out, other=0.0)
+    tl.store(out_ptr + n * son + offs_o * soo, out, mask=offs_o < n_out)
 
 
 @triton.jit
@@ -65,25 +68,30 @@ def _perturb(out_ptr, base_ptr, noise_ptr, offset, scale, n, BLOCK: tl.constexpr
     tl.store(out_ptr + offs, base + eps * scale, mask=mask)
 
 
+# Tile sizes: fixed rather than autotuned, since a different tile sums in a different order
+# and a run must give the same numbers every time it is repeated.
+GEMV_BLOCK_O, GEMV_BLOCK_K = 32, 128
+GEMM_BLOCK_L, GEMM_BLOCK_O, GEMM_BLOCK_K = 32, 32, 32
+
+
 def indexed_matmul(x: torch.Tensor, w: torch.Tensor, idx: torch.Tensor,
-                   bias: torch.Tensor | None = None) -> torch.Tensor:
-    n, o, k = x.shape[0], w.shape[1], w.shape[2]
+                   bias: torch.Tensor | None, out: torch.Tensor) -> torch.Tensor:
+    o, k = w.shape[1], w.shape[2]
     idx = idx.contiguous()  # [N] indices: a copy of these is free; weights are never copied
     b = bias if bias is not None else w  # any pointer; HAS_BIAS=False never reads it
     sb = (b.stride(0), b.stride(1)) if bias is not None else (0, 0)
     if x.dim() == 2:
-        out = torch.empty(n, o, device=x.device, dtype=torch.float32)
-        grid = (n, triton.cdiv(o, 64))
+        grid = (x.shape[0], triton.cdiv(o, GEMV_BLOCK_O))
         _gemv[grid](x, w, b, idx, out, k, o, x.stride(0), x.stride(1), w.stride(0),
                     w.stride(1), w.stride(2), *sb, out.stride(0), out.stride(1),
-                    HAS_BIAS=bias is not None, BLOCK_O=64, BLOCK_K=64)
+                    HAS_BIAS=bias is not None, BLOCK_O=GEMV_BLOCK_O, BLOCK_K=GEMV_BLOCK_K)
         return out
     length = x.shape[1]
-    out = torch.empty(n, length, o, device=x.device, dtype=torch.float32)
-    grid = (n, triton.cdiv(length, 32), triton.cdiv(o, 32))
+    grid = (x.shape[0], triton.cdiv(length, GEMM_BLOCK_L), triton.cdiv(o, GEMM_BLOCK_O))
     _gemm[grid](x, w, b, idx, out, length, k, o, x.stride(0), x.stride(1), x.stride(2),
                 w.stride(0), w.stride(1), w.stride(2), *sb, out.stride(0), out.stride(1),
-                out.stride(2), HAS_BIAS=bias is not None, BLOCK_L=32, BLOCK_O=32, BLOCK_K=32)
+                out.stride(2), HAS_BIAS=bias is not None, BLOCK_L=GEMM_BLOCK_L,
+                BLOCK_O=GEMM_BLOCK_O, BLOCK_K=GEMM_BLOCK_K)
     return out
 
 

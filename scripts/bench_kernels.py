@@ -4,11 +4,15 @@ Run: python scripts/bench_kernels.py [--nets large,small] [--populations 64,256,
      [--device auto] [--repeats 3] [--max-gb 6] [--json FILE]
 
 For each net and population size, side by side in one process (best of ``--repeats``):
-- ``kernel``: ``BatchedPolicy.forward`` with the Triton kernels (dense layers as the indexed
-  batched matmul; CUDA only: on a CPU Triton runs only in its slow interpreter, not timed);
-- ``reference``: the same forward with ``NEUROEVO_KERNELS=reference`` (grouped convolution
-  and batched matmul: the CPU path);
-- ``vmap``: ``torch.func.vmap(functional_call)``, the definition.
+- ``kernel``: ``BatchedPolicy.forward`` with the Triton kernels: dense layers through the
+  indexed matmul, convolutions as im2col patches through it (CUDA only: on a CPU Triton
+  runs only in its slow interpreter, not timed); ``kernel_grouped``: the same with
+  ``NEUROEVO_CONV=grouped`` (cuDNN's grouped convolution), the alternative it must beat;
+- ``reference``: the torch path (``NEUROEVO_KERNELS=reference``: grouped convolution and a
+  batched matmul; the CPU path); ``reference_im2col``: the same with im2col convolutions;
+- ``vmap``: ``torch.func.vmap(functional_call)``, the definition;
+- ``fc_kernel`` / ``fc_reference``: the hidden dense layer alone (most of the weights), the
+  pure weight stream that says how close the matmul itself comes to the memory bandwidth.
 Figures are forwards/s (networks evaluated per second) and achieved GB/s of weight reads
 (each network's weights are read once per forward), against the device's bandwidth measured
 with a large copy. Populations whose weights exceed ``--max-gb`` are skipped and listed.
@@ -26,7 +30,7 @@ import torch
 
 from neuroevo.engine.pipeline import resolve_device
 from neuroevo.files import atomic_write
-from neuroevo.policy.batched import BatchedPolicy, SlotParams
+from neuroevo.policy.batched import BatchedPolicy, SlotParams, batched_dense
 from neuroevo.policy.nets import build_template
 
 
@@ -60,25 +64,21 @@ def bench(net: str, population: int, device, repeats: int) -> dict:
     template = template.to(device)
     policy = BatchedPolicy(template, spec)
     slots = SlotParams(spec, population, device)
-    g = torch.Generator(device="cpu").manual_seed(0)
+    g = torch.Generator(device=device).manual_seed(0)  # filled where they live: GBs of them
     for t in slots.layers.values():
-        t.copy_(torch.randn(t.shape, generator=g) * 0.01)
-    obs = torch.randint(0, 255, (population, 4, 84, 84), generator=g,
-                        dtype=torch.uint8).to(device)
+        t.normal_(0.0, 0.01, generator=g)
+    obs = torch.randint(0, 255, (population, 4, 84, 84), generator=g, device=device,
+                        dtype=torch.uint8)
     weight_gb = spec.num_params * 4 * population / 1e9
     layers = slots.prefix(population)
-    paths = {}
-    if device.type == "cuda":
-        paths["kernel"] = lambda: policy.forward(layers, obs)
-
-    def reference():
-        os.environ["NEUROEVO_KERNELS"] = "reference"
-        try:
-            return policy.forward(layers, obs)
-        finally:
-            os.environ.pop("NEUROEVO_KERNELS")
-
-    paths["reference"] = reference
+    auto, ref = {"NEUROEVO_KERNELS": "auto"}, {"NEUROEVO_KERNELS": "reference"}
+    forward = {"kernel": {**auto, "NEUROEVO_CONV": "auto"},
+               "kernel_grouped": {**auto, "NEUROEVO_CONV": "grouped"},
+               "reference": {**ref, "NEUROEVO_CONV": "grouped"},
+               "reference_im2col": {**ref, "NEUROEVO_CONV": "im2col"}}
+    if device.type != "cuda":
+        del forward["kernel"], forward["kernel_grouped"]
+    paths = {name: with_env(env, policy.forward, layers, obs) for name, env in forward.items()}
     free = (torch.cuda.get_device_properties(device).total_memory / 1e9
             if device.type == "cuda" else float("inf"))
     if 3 * weight_gb < 0.9 * free:  # vmap needs flat parameters: a second copy, and more
@@ -90,7 +90,32 @@ def bench(net: str, population: int, device, repeats: int) -> dict:
         t = best_time(fn, device, repeats)
         row[f"{name}_forwards_per_s"] = round(population / t, 1)
         row[f"{name}_gb_per_s"] = round(weight_gb / t, 2)
+    w, b = layers["fc.weight"], layers["fc.bias"]
+    x = torch.rand(population, w.shape[2], generator=g, device=device)
+    fc_gb = (w.numel() + b.numel()) * 4 / 1e9
+    fc = {"fc_kernel": auto, "fc_reference": ref}
+    if device.type != "cuda":
+        del fc["fc_kernel"]
+    for name, env in fc.items():
+        t = best_time(with_env(env, batched_dense, x, w, b), device, repeats)
+        row[f"{name}_gb_per_s"] = round(fc_gb / t, 2)
     return row
+
+
+def with_env(env: dict[str, str], fn, *args):
+    """``fn(*args)`` under the kernel-selection variables ``env`` (restored after)."""
+    def call():
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            return fn(*args)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k)
+                else:
+                    os.environ[k] = v
+    return call
 
 
 def main() -> None:

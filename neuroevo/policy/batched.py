@@ -1,9 +1,10 @@
 """Population forward passes: ``(params, obs[P, ...]) -> outputs[P, A]``, P different networks.
 
 ``reference`` is ``torch.func.vmap(functional_call)`` over the template: the definition.
-``forward`` computes the same thing layer by layer with one grouped convolution / one
-batched matmul per layer over the whole population, reading every network's weights in
-place from a per-slot layout (``SlotParams``). It is tested equal to ``reference``.
+``forward`` computes the same thing layer by layer, one operation per layer over the whole
+population (a grouped convolution or im2col patches through the indexed matmul, a batched
+matmul or the indexed matmul kernel), reading every network's weights in place from a
+per-slot layout (``SlotParams``). It is tested equal to ``reference``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
-from neuroevo.kernels import backend, indexed_matmul, perturb_into
+from neuroevo.kernels import backend, conv_path, indexed_matmul, perturb_into
 from neuroevo.policy.nets import MLP, AtariNet, same_pad
 from neuroevo.policy.spec import ParamSpec
 
@@ -55,12 +56,35 @@ class SlotParams:
         return {name: t[:count] for name, t in self.layers.items()}
 
 
-def _dense(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def batched_dense(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``x[P, in] @ w[P, out, in]^T + b[P, out]``: the indexed matmul kernel on a GPU (a
     weight stream read once), one batched matmul on a CPU."""
     if backend(x) == "triton":
         return indexed_matmul(x, w, torch.arange(x.shape[0], device=x.device), b)
     return torch.baddbmm(b.unsqueeze(1), x.unsqueeze(1), w.transpose(1, 2)).squeeze(1)
+
+
+def batched_conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, kernel: int,
+                 stride: int) -> torch.Tensor:
+    """``x[P, C, H, W]`` through ``w[P, O, C, k, k]``, ``b[P, O]`` (SAME padding) ->
+    ``[P, O, H', W']``: network i's filters on input i (``conv_path`` picks the method)."""
+    p, o = w.shape[:2]
+    xp = same_pad(x, kernel, stride)
+    if conv_path(x) == "grouped":  # one grouped convolution: P filter banks on P inputs
+        y = F.conv2d(xp.reshape(1, -1, *xp.shape[-2:]), w.reshape(-1, *w.shape[2:]),
+                     b.reshape(-1), stride=stride, groups=p)
+        return y.view(p, o, *y.shape[-2:])
+    side = [(n - kernel) // stride + 1 for n in xp.shape[-2:]]
+    cols = F.unfold(xp, kernel, stride=stride)  # [P, C*k*k, L]: each output pixel's patch
+    flat = w.reshape(p, o, -1)  # a view of the slot rows; (C, kh, kw) order as in unfold
+    if backend(x) == "triton":
+        y = torch.empty(p, o, cols.shape[-1], device=x.device)
+        # The kernel writes through the transposed view: channels-first with no copy.
+        indexed_matmul(cols.transpose(1, 2), flat, torch.arange(p, device=x.device), b,
+                       out=y.transpose(1, 2))
+    else:
+        y = torch.baddbmm(b.unsqueeze(2), flat, cols)
+    return y.view(p, o, *side)
 
 
 class BatchedPolicy:
@@ -82,30 +106,32 @@ class BatchedPolicy:
     @torch.no_grad()
     def forward(self, layers: dict[str, torch.Tensor], obs: torch.Tensor) -> torch.Tensor:
         """``{name: [P, *shape]}`` (``SlotParams.prefix``, ``spec.unflatten``) -> ``[P, A]``."""
-        if obs.shape[0] == 1:
+        t = self.template
+        if obs.shape[0] == 1 and not self._batch_invariant(obs):
             # A batch of one takes other conv/matmul kernels whose rounding differs; a batch
             # of two keeps a network's actions independent of how many slots are active.
             two = {name: v.expand(2, *v.shape[1:]).contiguous() for name, v in layers.items()}
             return self.forward(two, obs.expand(2, *obs.shape[1:]))[:1]
-        t = self.template
         if isinstance(t, AtariNet):
             x = obs.float() / 255.0  # [P, C, H, W]
-            p = x.shape[0]
             for i, (k, s) in enumerate(t.kernels):
                 w, b = layers[f"convs.{i}.weight"], layers[f"convs.{i}.bias"]
-                # One grouped convolution runs P different filter banks on P inputs.
-                xp = same_pad(x, k, s)  # [P, C, H', W']
-                x = F.conv2d(xp.reshape(1, -1, *xp.shape[-2:]), w.reshape(-1, *w.shape[2:]),
-                             b.reshape(-1), stride=s, groups=p)
-                x = F.relu(x).reshape(p, w.shape[1], *x.shape[-2:])
-            x = F.relu(_dense(x.flatten(1), layers["fc.weight"], layers["fc.bias"]))
+                x = F.relu(batched_conv(x, w, b, k, s))
+            x = F.relu(batched_dense(x.flatten(1), layers["fc.weight"], layers["fc.bias"]))
         elif isinstance(t, MLP):
             x = obs.float().flatten(1)
             for i in range(len(t.hidden)):
-                x = torch.tanh(_dense(x, layers[f"hidden.{i}.weight"], layers[f"hidden.{i}.bias"]))
+                w, b = layers[f"hidden.{i}.weight"], layers[f"hidden.{i}.bias"]
+                x = torch.tanh(batched_dense(x, w, b))
         else:
             return self._ref(layers, obs)
-        return _dense(x, layers["out.weight"], layers["out.bias"])
+        return batched_dense(x, layers["out.weight"], layers["out.bias"])
+
+    def _batch_invariant(self, obs: torch.Tensor) -> bool:
+        """Whether every layer runs the kernels, which compute each row on its own."""
+        if backend(obs) != "triton":
+            return False
+        return not isinstance(self.template, AtariNet) or conv_path(obs) == "im2col"
 
     def __call__(self, params: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         """Flat ``[P, D]`` parameters -> ``[P, A]`` outputs through the fast path."""

@@ -1,4 +1,6 @@
-"""The Triton kernels, run on CPU through Triton's interpreter, against their references."""
+"""The Triton kernels against their references: on CPU through Triton's interpreter (CI), on
+a CUDA device compiled (``pytest tests/unit/test_kernels.py`` on a GPU machine; the references
+then run on CPU copies, out of reach of TF32 and of cuBLAS's own summation orders)."""
 
 import importlib
 
@@ -7,22 +9,29 @@ import torch
 
 from neuroevo import NoiseTable, SeedChain
 from neuroevo.genomes import ChainDecoder, Perturbation, PerturbationDecoder
-from neuroevo.kernels import backend, reference
+from neuroevo.kernels import backend, conv_path, reference
 
 pytest.importorskip("triton")
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def dev(*tensors):
+    return [t.to(DEVICE) for t in tensors]
 
 
 @pytest.fixture
 def ops(monkeypatch):
-    """``neuroevo.kernels`` with the Triton path on CPU tensors (the interpreter, which
-    tests/conftest.py turns on before anything imports triton)."""
+    """``neuroevo.kernels`` with the Triton path on ``DEVICE`` tensors (on CPU the
+    interpreter, which tests/conftest.py turns on before anything imports triton)."""
     monkeypatch.setenv("NEUROEVO_KERNELS", "triton")
     import neuroevo.kernels as kernels
     import neuroevo.kernels.triton_ops as triton_ops
 
-    assert type(triton_ops._gemv).__name__ == "InterpretedFunction", \
-        "triton was imported before TRITON_INTERPRET was set"
-    assert backend(torch.zeros(1)) == "triton"
+    if DEVICE.type == "cpu":
+        assert type(triton_ops._gemv).__name__ == "InterpretedFunction", \
+            "triton was imported before TRITON_INTERPRET was set"
+    assert backend(torch.zeros(1, device=DEVICE)) == "triton"
     return kernels
 
 
@@ -42,8 +51,8 @@ def test_indexed_matmul_equals_reference(ops, n, m, length, k, o, with_bias):
     b = torch.randn(m, o, generator=g) if with_bias else None
     idx = torch.randperm(m, generator=g)[:n] if n <= m else torch.randint(0, m, (n,),
                                                                           generator=g)
-    got = ops.indexed_matmul(x, w, idx, b)
-    torch.testing.assert_close(got, reference.indexed_matmul(x, w, idx, b), rtol=1e-5,
+    got = ops.indexed_matmul(*dev(x, w, idx), *(dev(b) if with_bias else [None]))
+    torch.testing.assert_close(got.cpu(), reference.indexed_matmul(x, w, idx, b), rtol=1e-5,
                                atol=1e-5)
 
 
@@ -54,36 +63,63 @@ def test_non_contiguous_inputs_and_empty_sets(ops):
     w = torch.randn(10, 40, 25, generator=g).transpose(1, 2)  # [10, 25, 40], not contiguous
     b = torch.randn(25, 10, generator=g).t()  # [10, 25], not contiguous
     idx = torch.tensor([[9, 0], [3, 0], [3, 0], [7, 0], [1, 0], [4, 0]])[:, 0]  # strided
-    assert not (x.is_contiguous() or w.is_contiguous() or b.is_contiguous() or
-                idx.is_contiguous())
-    torch.testing.assert_close(ops.indexed_matmul(x, w, idx, b),
+    xd = big.to(DEVICE)[:, :, 1]
+    wd = w.to(DEVICE).transpose(1, 2).contiguous().transpose(1, 2)  # strides kept on device
+    bd = b.to(DEVICE).t().contiguous().t()
+    idxd = idx.to(DEVICE).unsqueeze(1).expand(6, 2)[:, 0]
+    assert not any(t.is_contiguous() for t in (x, w, b, idx, xd, wd, bd))
+    assert xd.stride() == x.stride() and wd.stride() == w.stride() and bd.stride() == b.stride()
+    torch.testing.assert_close(ops.indexed_matmul(xd, wd, idxd, bd).cpu(),
                                reference.indexed_matmul(x, w, idx, b), rtol=1e-5, atol=1e-5)
     conv = torch.randn(3, 12, 8, generator=g).transpose(1, 2)  # [3, 8, 12] im2col view
     wc = torch.randn(5, 12, 7, generator=g).transpose(1, 2)  # [5, 7, 12]
-    torch.testing.assert_close(ops.indexed_matmul(conv, wc, torch.tensor([4, 0, 2])),
-                               reference.indexed_matmul(conv, wc, torch.tensor([4, 0, 2])),
+    pick = torch.tensor([4, 0, 2])
+    want = reference.indexed_matmul(conv, wc, pick)
+    convd, wcd = (t.to(DEVICE).transpose(1, 2).contiguous().transpose(1, 2) for t in (conv, wc))
+    torch.testing.assert_close(ops.indexed_matmul(convd, wcd, pick.to(DEVICE)).cpu(), want,
                                rtol=1e-5, atol=1e-5)
-    empty = ops.indexed_matmul(torch.zeros(0, 40), w, torch.zeros(0, dtype=torch.long), b)
+    # A strided output: the [N, O, L] result written through its [N, L, O] transpose.
+    out = torch.full((3, 7, 8), float("nan"), device=DEVICE)
+    assert ops.indexed_matmul(convd, wcd, pick.to(DEVICE), out=out.transpose(1, 2)) is not None
+    torch.testing.assert_close(out.transpose(1, 2).cpu(), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"out has shape \(3, 7, 8\), needs \(3, 8, 7\)"):
+        ops.indexed_matmul(convd, wcd, pick.to(DEVICE), out=out)
+    empty = ops.indexed_matmul(torch.zeros(0, 40, device=DEVICE), wd,
+                               torch.zeros(0, dtype=torch.long, device=DEVICE), bd)
     assert empty.shape == (0, 25)
-    assert ops.indexed_matmul(torch.zeros(0, 5, 40), w, torch.zeros(0, dtype=torch.long),
+    assert ops.indexed_matmul(torch.zeros(0, 5, 40, device=DEVICE), wd,
+                              torch.zeros(0, dtype=torch.long, device=DEVICE),
                               ).shape == (0, 5, 25)
+
+
+def test_the_reference_writes_into_a_given_output():
+    g = torch.Generator().manual_seed(1)
+    x, w = torch.randn(4, 6, 9, generator=g), torch.randn(3, 5, 9, generator=g)
+    idx = torch.tensor([2, 2, 0, 1])
+    out = torch.empty(4, 5, 6)
+    reference.indexed_matmul(x, w, idx, out=out.transpose(1, 2))
+    naive = torch.stack([x[i] @ w[idx[i]].T for i in range(4)])
+    torch.testing.assert_close(out.transpose(1, 2), naive)
 
 
 def test_perturb_into_equals_the_host_decoders_bit_for_bit(ops):
     noise = NoiseTable(seed=3, size=1 << 14)
+    table = noise.table().to(DEVICE)
     decoder = ChainDecoder(noise, 1000, init_std=0.1)
     parent = SeedChain(5).mutate(7, 0.01)
     child = parent.mutate(11, 0.002)
-    out = torch.empty(1000)
-    ops.perturb_into(out, decoder.decode(parent), noise.table(), noise.offset(11, 1000), 0.002)
-    assert torch.equal(out, decoder.decode(child))
+    out = torch.empty(1000, device=DEVICE)
+    ops.perturb_into(out, decoder.decode(parent).to(DEVICE), table, noise.offset(11, 1000),
+                     0.002)
+    assert torch.equal(out.cpu(), decoder.decode(child))
     center = torch.randn(1000)
     es = PerturbationDecoder(noise, center, 0.02)
-    ops.perturb_into(out, center, noise.table(), noise.offset(9, 1000), -0.02)
-    assert torch.equal(out, es.decode(Perturbation(9, -1)))
-    part = torch.empty(10, 20)  # a slot row of one layer, written in place
-    ops.perturb_into(part, center[100:300], noise.table(), noise.offset(9, 1000) + 100, 0.02)
-    assert torch.equal(part.view(-1), es.decode(Perturbation(9, 1))[100:300])
+    ops.perturb_into(out, center.to(DEVICE), table, noise.offset(9, 1000), -0.02)
+    assert torch.equal(out.cpu(), es.decode(Perturbation(9, -1)))
+    part = torch.empty(10, 20, device=DEVICE)  # a slot row of one layer, written in place
+    ops.perturb_into(part, center[100:300].to(DEVICE), table, noise.offset(9, 1000) + 100,
+                     0.02)
+    assert torch.equal(part.view(-1).cpu(), es.decode(Perturbation(9, 1))[100:300])
 
 
 def test_backend_selection(monkeypatch):
@@ -95,6 +131,19 @@ def test_backend_selection(monkeypatch):
     with pytest.raises(ValueError, match="NEUROEVO_KERNELS must be auto, triton or reference"):
         backend(torch.zeros(1))
     assert importlib.import_module("neuroevo.kernels").reference is reference
+
+
+def test_conv_path_selection(monkeypatch):
+    monkeypatch.delenv("NEUROEVO_CONV", raising=False)
+    monkeypatch.setenv("NEUROEVO_KERNELS", "reference")
+    assert conv_path(torch.zeros(1)) == "grouped"  # measured faster on a CPU
+    monkeypatch.setenv("NEUROEVO_KERNELS", "triton")
+    assert conv_path(torch.zeros(1)) == "im2col"  # the kernels' own path
+    monkeypatch.setenv("NEUROEVO_CONV", "grouped")
+    assert conv_path(torch.zeros(1)) == "grouped"
+    monkeypatch.setenv("NEUROEVO_CONV", "winograd")
+    with pytest.raises(ValueError, match="NEUROEVO_CONV must be auto, im2col or grouped"):
+        conv_path(torch.zeros(1))
 
 
 @pytest.mark.parametrize("forced", ["triton", "reference"])
@@ -110,22 +159,55 @@ def test_slot_storage_decoded_in_place_equals_load_of_decode(monkeypatch, forced
     decoder._remember(parent, decoder.decode(parent))  # a cached parent, as in a generation
     child = parent.mutate(21, 0.01)
     base, offset, scale = decoder.parts(child)
-    fused, plain = SlotParams(spec, 3), SlotParams(spec, 3)
-    fused.load_perturbed(1, base, noise.table(), offset, scale)
+    device = DEVICE if forced == "triton" else "cpu"
+    fused, plain = SlotParams(spec, 3, device), SlotParams(spec, 3)
+    fused.load_perturbed(1, base.to(device), noise.table().to(device), offset, scale)
     plain.load(1, decoder.decode(child))
-    assert all(torch.equal(fused.layers[k], plain.layers[k]) for k in plain.layers)
+    assert all(torch.equal(fused.layers[k].cpu(), plain.layers[k]) for k in plain.layers)
     assert decoder.parts(SeedChain(4).mutate(1, 0.1)) is None  # parent not cached: decode
 
 
-def test_forward_through_the_kernel_equals_the_reference(ops):
+NETS = {"mlp": (6,), "small": (4, 84, 84), "large": (4, 42, 42)}
+
+
+def net_and_data(net: str, population: int, seed: int = 0):
     from neuroevo.policy.batched import BatchedPolicy
     from neuroevo.policy.nets import build_template
 
-    g = torch.Generator().manual_seed(0)
-    for net, obs in (("mlp", torch.randn(3, 6, generator=g)),
-                     ("small", torch.randint(0, 255, (2, 4, 84, 84), generator=g))):
-        template, spec = build_template(net, tuple(obs.shape[1:]), 4, (16, 16))
-        policy = BatchedPolicy(template, spec)
-        params = torch.randn(len(obs), spec.num_params, generator=g) * 0.05
-        torch.testing.assert_close(policy(params, obs), policy.reference(params, obs),
-                                   rtol=1e-4, atol=1e-5)
+    g = torch.Generator().manual_seed(seed)
+    shape = NETS[net]
+    obs = (torch.randn(population, *shape, generator=g) if net == "mlp" else
+           torch.randint(0, 255, (population, *shape), generator=g, dtype=torch.uint8))
+    template, spec = build_template(net, shape, 4, (16, 16))
+    params = torch.randn(population, spec.num_params, generator=g) * 0.05
+    return BatchedPolicy(template, spec), params, obs
+
+
+@pytest.mark.parametrize(("net", "conv"), [("mlp", "auto"), ("small", "im2col"),
+                                           ("small", "grouped"), ("large", "im2col")])
+def test_forward_through_the_kernel_equals_the_reference(ops, monkeypatch, net, conv):
+    monkeypatch.setenv("NEUROEVO_CONV", conv)
+    policy, params, obs = net_and_data(net, 3)
+    got = policy(*dev(params, obs)).cpu()
+    torch.testing.assert_close(got, policy.reference(params, obs), rtol=1e-4, atol=1e-5)
+
+
+def test_the_im2col_reference_path_equals_the_grouped_convolution(monkeypatch):
+    monkeypatch.setenv("NEUROEVO_KERNELS", "reference")
+    policy, params, obs = net_and_data("small", 3)
+    monkeypatch.setenv("NEUROEVO_CONV", "grouped")
+    grouped = policy(params, obs)
+    monkeypatch.setenv("NEUROEVO_CONV", "im2col")
+    torch.testing.assert_close(policy(params, obs), grouped, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(grouped, policy.reference(params, obs), rtol=1e-4, atol=1e-5)
+
+
+def test_a_network_s_output_through_the_kernels_does_not_depend_on_the_batch(ops):
+    """Each program reads one row's weights and input in a fixed order: a network's actions
+    are the same bits whichever other networks share its forward pass (slot layouts, ragged
+    active sets), which the engine's determinism across layouts rests on."""
+    policy, params, obs = net_and_data("small", 4, seed=1)
+    params, obs = dev(params, obs)
+    whole = policy(params, obs)
+    for rows in ([2], [3, 0], [1, 2, 3]):
+        assert torch.equal(policy(params[rows], obs[rows]), whole[rows])
