@@ -53,7 +53,7 @@ def _impl(t: torch.Tensor):
 def conv_path(t: torch.Tensor) -> str:
     """How the policies compute convolutions for tensors like ``t``: ``"im2col"`` (patches
     through ``indexed_matmul``) where the kernels run, ``"grouped"`` (one grouped
-    convolution) where the references run, which measures 2x faster on a CPU.
+    convolution) where the references run, which measures faster on a CPU.
     ``NEUROEVO_CONV=im2col|grouped`` forces one."""
     forced = os.environ.get("NEUROEVO_CONV", "")
     if forced and forced not in ("auto", *CONV_PATHS):

@@ -18,7 +18,7 @@ import triton.language as tl
 def _gemv(x_ptr, w_ptr, b_ptr, idx_ptr, out_ptr, n_in, n_out,
           sxn, sxk, swm, swo, swk, sbm, sbo, son, soo,
           HAS_BIAS: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_K: tl.constexpr):
-    n = tl.program_id(0)
+    n = tl.program_id(0).to(tl.int64)  # offsets of large populations pass 2**31
     offs_o = tl.program_id(1) * BLOCK_O + tl.arange(0, BLOCK_O)
     m = tl.load(idx_ptr + n).to(tl.int64)
     # Products are summed along K once, after the loop: a reduction across lanes in every
@@ -41,7 +41,7 @@ def _gemm(x_ptr, w_ptr, b_ptr, idx_ptr, out_ptr, n_len, n_in, n_out,
           sxn, sxl, sxk, swm, swo, swk, sbm, sbo, son, sol, soo,
           HAS_BIAS: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_O: tl.constexpr,
           BLOCK_K: tl.constexpr):
-    n = tl.program_id(0)
+    n = tl.program_id(0).to(tl.int64)  # offsets of large populations pass 2**31
     offs_l = tl.program_id(1) * BLOCK_L + tl.arange(0, BLOCK_L)
     offs_o = tl.program_id(2) * BLOCK_O + tl.arange(0, BLOCK_O)
     m = tl.load(idx_ptr + n).to(tl.int64)
