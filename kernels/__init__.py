@@ -21,6 +21,7 @@ import os
 
 import torch
 
+from neuroevo.errors import ConfigError, DependencyNotInstalled
 from neuroevo.kernels import reference
 
 BACKENDS = ("triton", "reference")
@@ -31,10 +32,25 @@ def backend(t: torch.Tensor) -> str:
     """``"triton"`` or ``"reference"``: what runs for tensors like ``t``."""
     forced = os.environ.get("NEUROEVO_KERNELS", "")
     if forced and forced not in (*BACKENDS, "auto"):
-        raise ValueError(f"NEUROEVO_KERNELS must be auto, triton or reference, got {forced!r}")
+        raise ConfigError(f"NEUROEVO_KERNELS must be auto, triton or reference, got "
+                          f"{forced!r}; unset it or set one of those")
+    if forced == "triton" and not _has_triton():
+        raise DependencyNotInstalled("NEUROEVO_KERNELS=triton but triton is not installed; "
+                                     "pip install -e '.[kernels]' or unset it")
     if forced == "reference" or not _has_triton():
         return "reference"
     return "triton" if t.is_cuda or forced == "triton" else "reference"
+
+
+def selection(device: torch.device) -> tuple[str, str]:
+    """``(backend, conv_path)`` for tensors on ``device``. Evaluators call it when they are
+    made, so a bad ``NEUROEVO_*`` value stops a run before it starts."""
+    t = torch.empty(0, device=device)
+    chosen = backend(t), conv_path(t)
+    if chosen[0] == "triton" and not t.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+        raise ConfigError("NEUROEVO_KERNELS=triton on a CPU needs Triton's interpreter "
+                          "(TRITON_INTERPRET=1, slow: for tests); unset NEUROEVO_KERNELS")
+    return chosen
 
 
 @functools.cache
@@ -57,7 +73,8 @@ def conv_path(t: torch.Tensor) -> str:
     ``NEUROEVO_CONV=im2col|grouped`` forces one."""
     forced = os.environ.get("NEUROEVO_CONV", "")
     if forced and forced not in ("auto", *CONV_PATHS):
-        raise ValueError(f"NEUROEVO_CONV must be auto, im2col or grouped, got {forced!r}")
+        raise ConfigError(f"NEUROEVO_CONV must be auto, im2col or grouped, got {forced!r}; "
+                          "unset it or set one of those")
     if forced in CONV_PATHS:
         return forced
     return "im2col" if backend(t) == "triton" else "grouped"

@@ -26,6 +26,7 @@ from neuroevo.engine.parallel import make_evaluator
 from neuroevo.engine.pipeline import default_layout, resolve_device
 from neuroevo.envs.atari import AtariConfig, AtariPool
 from neuroevo.files import atomic_write
+from neuroevo.kernels import selection
 from neuroevo.optim import GA
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
 from neuroevo.policy.nets import build_template
@@ -57,6 +58,7 @@ def _timed(seconds: float, step) -> tuple[int, float]:
 
 def run_bench(cfg: BenchConfig, log=print) -> dict:
     device = resolve_device(cfg.device)
+    kernels = "+".join(selection(device))  # checks NEUROEVO_* before any work
     atari = AtariConfig(cfg.game, episode_cap=cfg.episode_cap)
     subsets, slots = default_layout(cfg.population, device)
     subsets, slots = cfg.subsets or subsets, cfg.slots or slots
@@ -66,7 +68,8 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     ga = GA(spec.num_params, init_std=spec.init_std(), population_size=cfg.population,
             truncation=max(1, min(20, cfg.population // 2)), elite_candidates=0, seed=cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    result = {"config": asdict(cfg), "device": str(device), "subsets": subsets, "slots": slots,
+    result = {"config": asdict(cfg), "device": str(device), "kernels": kernels,
+              "subsets": subsets, "slots": slots,
               "num_params": spec.num_params, "cpu_count": os.cpu_count(),
               "torch_threads": torch.get_num_threads(), "machine": platform.processor()}
 
@@ -166,7 +169,7 @@ def format_table(r: dict) -> str:
             ("bound_fps", r["bound_fps"])]
     lines = [f"{r['config']['game']} / {r['config']['net']} net ({r['num_params']:,} params), "
              f"population {r['config']['population']}, {r['subsets']} x {r['slots']} slots, "
-             f"device {r['device']}, {r['cpu_count']} cores, engine: "
+             f"device {r['device']} ({r['kernels']}), {r['cpu_count']} cores, engine: "
              f"{r['engine_workers']} driver thread(s)"]
     lines += [f"  {name:<20}{value:>12,.0f} frames/s" for name, value in rows]
     lines += [f"  {'efficiency':<20}{r['efficiency']:>12.2f}   (engine / bound)",

@@ -128,6 +128,9 @@ def main() -> None:
     p.add_argument("--json")
     args = p.parse_args()
     device = resolve_device(args.device)
+    # Every path in float32: cuDNN's convolutions would otherwise round through TF32, a
+    # cheaper and less exact computation than the kernels' own (input_precision="ieee").
+    torch.backends.cudnn.allow_tf32 = False
     peak = bandwidth(device)
     print(f"device {device}: copy bandwidth {peak:.1f} GB/s", flush=True)
     rows, skipped = [], []

@@ -32,6 +32,7 @@ import torch
 
 from neuroevo.engine.slots import IDLE, Slots, episode_seed, sampled, step_normals
 from neuroevo.errors import ConfigError, StateError, WorkerError, check_range
+from neuroevo.kernels import selection
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
 from neuroevo.policy.obsnorm import ObsNorm
 
@@ -107,6 +108,7 @@ class Evaluator:
         check_range("slots", slots, isinstance(slots, int) and slots >= 1, ">= 1")
         self.policy, self.episode_cap, self.frameskip = policy, episode_cap, frameskip
         self.device, self.seed = resolve_device(device), seed
+        self.kernels = selection(self.device)  # (backend, conv path); checks NEUROEVO_*
         self.obs_norm, self.obs_stats_fraction = obs_norm, obs_stats_fraction
         self.action_noise = action_noise
         self.subsets = [_Subset(make_pool(slots), SlotParams(policy.spec, slots, self.device))

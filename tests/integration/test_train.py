@@ -1,6 +1,7 @@
 """End to end: every optimizer trains on Atari through the evaluator, from Python and the CLI."""
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -114,6 +115,23 @@ def test_cli_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, mes
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [f"neuroevo: error: {out.stderr.strip()[17:]}"]
     assert message in out.stderr and "Traceback" not in out.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"NEUROEVO_KERNELS": "fast"}, "NEUROEVO_KERNELS must be auto, triton or reference, got 'fast'"),
+    ({"NEUROEVO_CONV": "winograd"}, "NEUROEVO_CONV must be auto, im2col or grouped, got 'winograd'"),
+    ({"NEUROEVO_KERNELS": "triton", "TRITON_INTERPRET": "0"},
+     "NEUROEVO_KERNELS=triton on a CPU needs Triton's interpreter"),
+])
+def test_bad_kernel_variables_are_one_line_exit_2_and_write_nothing(tmp_path, env, message):
+    pytest.importorskip("triton")
+    out = subprocess.run([sys.executable, "-m", "neuroevo", "run", "ga", "--env", "CartPole-v1",
+                          "--device", "cpu"], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=300, env={**os.environ, **env})
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [f"neuroevo: error: {out.stderr.strip()[17:]}"]
+    assert message in out.stderr
     assert list(tmp_path.iterdir()) == []
 
 
