@@ -1,9 +1,10 @@
 """Population forward passes: the Triton kernel path vs the torch reference path vs vmap.
 
 Run: python scripts/bench_kernels.py [--nets large,small] [--populations 64,256,1000]
-     [--device auto] [--repeats 3] [--max-gb 6] [--json FILE]
+     [--device auto] [--repeats 3] [--max-gb GB] [--json FILE]
 
-For each net and population size, side by side in one process (best of ``--repeats``):
+For each net and population size, side by side in one process (best of ``--repeats``
+rounds, the paths interleaved in each):
 - ``kernel``: ``BatchedPolicy.forward`` with the Triton kernels: dense layers through the
   indexed matmul, convolutions as im2col patches through it (CUDA only: on a CPU Triton
   runs only in its slow interpreter, not timed); ``kernel_grouped``: the same with
@@ -15,7 +16,8 @@ For each net and population size, side by side in one process (best of ``--repea
   pure weight stream that says how close the matmul itself comes to the memory bandwidth.
 Figures are forwards/s (networks evaluated per second) and achieved GB/s of weight reads
 (each network's weights are read once per forward), against the device's bandwidth measured
-with a large copy. Populations whose weights exceed ``--max-gb`` are skipped and listed.
+with a large copy. Populations whose weights do not fit the device's memory (or exceed
+``--max-gb``) are skipped and listed; ``vmap`` runs where three copies of them fit.
 """
 
 from __future__ import annotations
@@ -39,23 +41,27 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()  # sync: time the work, not its launch
 
 
-def best_time(fn, device, repeats: int) -> float:
-    fn()  # warm-up (kernel compilation, allocator)
+def best_times(paths: dict, device, repeats: int) -> dict[str, float]:
+    """Best wall time of each path, the paths interleaved round by round so that a drift of
+    the machine (clocks, neighbours) touches them all alike."""
+    for fn in paths.values():
+        fn()  # warm-up (kernel compilation, allocator)
     sync(device)
-    times = []
+    times = {name: [] for name in paths}
     for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        sync(device)
-        times.append(time.perf_counter() - t)
-    return min(times)
+        for name, fn in paths.items():
+            t = time.perf_counter()
+            fn()
+            sync(device)
+            times[name].append(time.perf_counter() - t)
+    return {name: min(ts) for name, ts in times.items()}
 
 
 def bandwidth(device: torch.device, gib: float = 1.0) -> float:
     """GB/s of a large device copy (read + write)."""
     src = torch.empty(int(gib * (1 << 30)) // 4, device=device)
     dst = torch.empty_like(src)
-    t = best_time(lambda: dst.copy_(src), device, 3)
+    t = best_times({"copy": lambda: dst.copy_(src)}, device, 3)["copy"]
     return 2 * src.numel() * 4 / t / 1e9
 
 
@@ -79,15 +85,12 @@ def bench(net: str, population: int, device, repeats: int) -> dict:
     if device.type != "cuda":
         del forward["kernel"], forward["kernel_grouped"]
     paths = {name: with_env(env, policy.forward, layers, obs) for name, env in forward.items()}
-    free = (torch.cuda.get_device_properties(device).total_memory / 1e9
-            if device.type == "cuda" else float("inf"))
-    if 3 * weight_gb < 0.9 * free:  # vmap needs flat parameters: a second copy, and more
+    if 3 * weight_gb < 0.9 * memory_gb(device):  # vmap: flat parameters, a second copy, more
         flat = torch.cat([layers[e.name].reshape(population, -1) for e in spec], 1)
         paths["vmap"] = lambda: policy.reference(flat, obs)
     row = {"net": net, "population": population, "params": spec.num_params,
            "weight_gb": round(weight_gb, 3)}
-    for name, fn in paths.items():
-        t = best_time(fn, device, repeats)
+    for name, t in best_times(paths, device, repeats).items():
         row[f"{name}_forwards_per_s"] = round(population / t, 1)
         row[f"{name}_gb_per_s"] = round(weight_gb / t, 2)
     w, b = layers["fc.weight"], layers["fc.bias"]
@@ -96,10 +99,19 @@ def bench(net: str, population: int, device, repeats: int) -> dict:
     fc = {"fc_kernel": auto, "fc_reference": ref}
     if device.type != "cuda":
         del fc["fc_kernel"]
-    for name, env in fc.items():
-        t = best_time(with_env(env, batched_dense, x, w, b), device, repeats)
+    fc = {name: with_env(env, batched_dense, x, w, b) for name, env in fc.items()}
+    for name, t in best_times(fc, device, repeats).items():
         row[f"{name}_gb_per_s"] = round(fc_gb / t, 2)
     return row
+
+
+def memory_gb(device: torch.device) -> float:
+    """The GPU's memory, or the memory this machine has available now."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory / 1e9
+    with open("/proc/meminfo") as f:
+        fields = dict(line.split(":", 1) for line in f)
+    return int(fields["MemAvailable"].split()[0]) * 1024 / 1e9
 
 
 def with_env(env: dict[str, str], fn, *args):
@@ -124,7 +136,7 @@ def main() -> None:
     p.add_argument("--populations", default="64,256,1000")
     p.add_argument("--device", default="auto")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--max-gb", type=float, default=6.0, help="skip larger weight sets")
+    p.add_argument("--max-gb", type=float, help="skip larger weight sets (default: what fits)")
     p.add_argument("--json")
     args = p.parse_args()
     device = resolve_device(args.device)
@@ -138,8 +150,9 @@ def main() -> None:
         for population in map(int, args.populations.split(",")):
             _, spec = build_template(net, (4, 84, 84), 18)
             gb = spec.num_params * 4 * population / 1e9
-            if gb > args.max_gb:
-                skipped.append(f"{net} x {population}: {gb:.1f} GB of weights > --max-gb")
+            limit = args.max_gb or 0.75 * memory_gb(device)  # room for activations
+            if gb > limit:
+                skipped.append(f"{net} x {population}: {gb:.1f} GB of weights > {limit:.1f} GB")
                 print(f"skip  {skipped[-1]}", flush=True)
                 continue
             row = bench(net, population, device, args.repeats)

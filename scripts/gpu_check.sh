@@ -19,7 +19,7 @@ timeout 240 python3 -m pytest -q -ra -p no:cacheprovider tests/unit/test_kernels
   tests/integration/test_kernel_engine.py 2>&1 \
   | tee "$out/tests.log"
 tests=${PIPESTATUS[0]}
-timeout 300 python3 scripts/bench_kernels.py --max-gb 40 --json "$out/kernels.json" "$@" 2>&1 \
+timeout 300 python3 scripts/bench_kernels.py --json "$out/kernels.json" "$@" 2>&1 \
   | tee "$out/bench.log"
 bench=${PIPESTATUS[0]}
 echo "tests exit $tests, bench exit $bench" | tee -a "$out/gpu.txt"
