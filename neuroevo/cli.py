@@ -115,7 +115,7 @@ def _run(args) -> int:
     run_dir.create(cfg, force=force)
     print(f"neuroevo {neuroevo.__version__}: {cfg.algo.name} on {env}, "
           f"{built.policy.spec.num_params:,} parameters, population {cfg.algo.population}, "
-          f"run dir {run_dir.path}", flush=True)
+          f"{_device_line(built.device)}, run dir {run_dir.path}", flush=True)
     budget = _budget(cfg, None, None)
     _train(built, run_dir, budget, Totals(), [], sys.stdout.isatty() and not args.no_progress)
     return 0
@@ -125,6 +125,13 @@ def _resume(args) -> int:
     from neuroevo.checkpoint import RunDir
 
     return _continue(RunDir(args.run_dir), args.generations, args.frames, args.no_progress)
+
+
+def _device_line(device) -> str:
+    """Where the forward passes run and through what, e.g. ``cuda (triton, im2col)``."""
+    from neuroevo.kernels import selection
+
+    return f"{device} ({', '.join(selection(device))})"
 
 
 def _continue(run_dir, generations, frames, no_progress: bool) -> int:
@@ -141,7 +148,8 @@ def _continue(run_dir, generations, frames, no_progress: bool) -> int:
     totals, history = state["totals"], state["history"]
     run_dir.write_metrics(history)  # drop rows written after the checkpoint, if any
     print(f"neuroevo {neuroevo.__version__}: resuming {run_dir.path} after generation "
-          f"{totals.generation - 1} ({totals.frames:,} frames)", flush=True)
+          f"{totals.generation - 1} ({totals.frames:,} frames), {_device_line(built.device)}",
+          flush=True)
     _train(built, run_dir, budget, totals, history, sys.stdout.isatty() and not no_progress)
     return 0
 

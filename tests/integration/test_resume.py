@@ -39,11 +39,12 @@ def straight(tmp_path_factory):
 def test_resume_after_the_budget_equals_an_uninterrupted_run(tmp_path, straight):
     out = neuroevo("run", "ga", *TINY, "--generations", "2", "--run-dir", "r", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+    assert "cpu (reference, grouped), run dir r" in out.stdout.splitlines()[0]  # forward path
     assert len(rows(tmp_path / "r")) == 2
     out = neuroevo("run", "ga", *TINY, "--generations", "4", "--run-dir", "r", "--resume",
                    cwd=tmp_path)  # the same as: neuroevo resume r --generations 4
     assert out.returncode == 0, out.stderr
-    assert "resuming r after generation 1" in out.stdout
+    assert "resuming r after generation 1 (" in out.stdout and "cpu (reference, grouped)" in out.stdout
     assert rows(tmp_path / "r") == rows(straight)
     assert "generations: 4" in (tmp_path / "r" / "config.yaml").read_text()  # the new budget
     assert (json.loads((tmp_path / "r" / "elite.json").read_text())["seeds"] ==
