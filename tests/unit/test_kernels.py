@@ -66,8 +66,8 @@ def test_non_contiguous_inputs_and_empty_sets(ops):
     xd = big.to(DEVICE)[:, :, 1]
     wd = w.to(DEVICE).transpose(1, 2).contiguous().transpose(1, 2)  # strides kept on device
     bd = b.to(DEVICE).t().contiguous().t()
-    idxd = idx.to(DEVICE).unsqueeze(1).expand(6, 2)[:, 0]
-    assert not any(t.is_contiguous() for t in (x, w, b, idx, xd, wd, bd))
+    idxd = torch.stack([idx, idx], 1).to(DEVICE)[:, 0]  # stride 2 on the device too
+    assert not any(t.is_contiguous() for t in (x, w, b, idx, xd, wd, bd, idxd))
     assert xd.stride() == x.stride() and wd.stride() == w.stride() and bd.stride() == b.stride()
     torch.testing.assert_close(ops.indexed_matmul(xd, wd, idxd, bd).cpu(),
                                reference.indexed_matmul(x, w, idx, b), rtol=1e-5, atol=1e-5)
