@@ -69,7 +69,8 @@ def _perturb(out_ptr, base_ptr, noise_ptr, offset, scale, n, BLOCK: tl.constexpr
 
 
 # Tile sizes: fixed rather than autotuned, since a different tile sums in a different order
-# and a run must give the same numbers every time it is repeated.
+# and a run must give the same numbers every time it is repeated. FMA contraction is named at
+# each launch for the same reason: Triton's default for it is announced to change.
 GEMV_BLOCK_O, GEMV_BLOCK_K = 32, 128
 GEMM_BLOCK_L, GEMM_BLOCK_O, GEMM_BLOCK_K = 32, 32, 32
 
@@ -84,14 +85,15 @@ def indexed_matmul(x: torch.Tensor, w: torch.Tensor, idx: torch.Tensor,
         grid = (x.shape[0], triton.cdiv(o, GEMV_BLOCK_O))
         _gemv[grid](x, w, b, idx, out, k, o, x.stride(0), x.stride(1), w.stride(0),
                     w.stride(1), w.stride(2), *sb, out.stride(0), out.stride(1),
-                    HAS_BIAS=bias is not None, BLOCK_O=GEMV_BLOCK_O, BLOCK_K=GEMV_BLOCK_K)
+                    HAS_BIAS=bias is not None, BLOCK_O=GEMV_BLOCK_O, BLOCK_K=GEMV_BLOCK_K,
+                    enable_fp_fusion=True)
         return out
     length = x.shape[1]
     grid = (x.shape[0], triton.cdiv(length, GEMM_BLOCK_L), triton.cdiv(o, GEMM_BLOCK_O))
     _gemm[grid](x, w, b, idx, out, length, k, o, x.stride(0), x.stride(1), x.stride(2),
                 w.stride(0), w.stride(1), w.stride(2), *sb, out.stride(0), out.stride(1),
                 out.stride(2), HAS_BIAS=bias is not None, BLOCK_L=GEMM_BLOCK_L,
-                BLOCK_O=GEMM_BLOCK_O, BLOCK_K=GEMM_BLOCK_K)
+                BLOCK_O=GEMM_BLOCK_O, BLOCK_K=GEMM_BLOCK_K, enable_fp_fusion=True)
     return out
 
 
