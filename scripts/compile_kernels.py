@@ -58,6 +58,7 @@ def variants() -> dict[str, tuple]:
 def compile_one(kernel, constexprs, aligned, options, arch: int, workdir: str,
                 name: str) -> dict:
     names = kernel.arg_names
+
     def kind(arg):
         if arg in constexprs:
             return "constexpr"

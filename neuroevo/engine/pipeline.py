@@ -108,7 +108,7 @@ class Evaluator:
         check_range("slots", slots, isinstance(slots, int) and slots >= 1, ">= 1")
         self.policy, self.episode_cap, self.frameskip = policy, episode_cap, frameskip
         self.device, self.seed = resolve_device(device), seed
-        self.kernels = selection(self.device)  # (backend, conv path); checks NEUROEVO_*
+        selection(self.device)  # a bad NEUROEVO_* value stops here, before any pool starts
         self.obs_norm, self.obs_stats_fraction = obs_norm, obs_stats_fraction
         self.action_noise = action_noise
         self.subsets = [_Subset(make_pool(slots), SlotParams(policy.spec, slots, self.device))
