@@ -26,9 +26,10 @@ class Task:
     reset_noise: float
     qvel_noise: str  # "uniform" or "normal": how reset_model perturbs qvel
     fields: tuple[str, ...]  # MjData fields a step reads, besides qpos and qvel
-    position: Callable[[Fields], np.ndarray]  # [N] x or [N, 2] xy: speed = its change / dt
+    position: Callable[[Fields], np.ndarray]  # [N] x: x speed = its change / dt
     observe: Callable[[Fields], np.ndarray]  # [N, obs_dim]
-    reward: Callable[[np.ndarray, np.ndarray, Fields], np.ndarray]  # (x speed, action, f)
+    # (x speed, action, f, healthy) -> [N]; healthy is the step's ``healthy(f)``, or None
+    reward: Callable[[np.ndarray, np.ndarray, Fields, np.ndarray | None], np.ndarray]
     healthy: Callable[[Fields], np.ndarray] | None  # [N] bool; None: never terminates
 
 
@@ -64,8 +65,11 @@ def _ant_obs(f: Fields) -> np.ndarray:
     return np.concatenate((f["qpos"][:, 2:], f["qvel"], contact), axis=1)
 
 
-def _ant_reward(speed, action, f):
-    healthy = _ant_healthy(f)
+def _alive_reward(speed, action, f, healthy):
+    return (1.0 * speed + healthy * 1.0) - 1e-3 * _sq(action)
+
+
+def _ant_reward(speed, action, f, healthy):
     contact = 5e-4 * _sq(np.clip(f["cfrc_ext"], -1.0, 1.0))
     return speed + healthy * 1.0 - (0.5 * _sq(action) + contact)
 
@@ -78,7 +82,7 @@ def _ant_healthy(f: Fields) -> np.ndarray:
 
 def _mass_center(f: Fields) -> np.ndarray:
     mass = f["body_mass"]  # [bodies], the model's constant
-    return (np.einsum("b,nbj->nj", mass, f["xipos"]) / mass.sum())[:, :2]
+    return (np.einsum("b,nbj->nj", mass, f["xipos"]) / mass.sum())[:, 0]
 
 
 def _humanoid_obs(f: Fields) -> np.ndarray:
@@ -93,32 +97,30 @@ def _humanoid_healthy(f: Fields) -> np.ndarray:
     return (z > 1.0) & (z < 2.0)
 
 
-def _humanoid_reward(speed, action, f):
+def _humanoid_reward(speed, action, f, healthy):
     contact = np.clip(5e-7 * _sq(f["cfrc_ext"]), -np.inf, 10.0)
     # gymnasium's Humanoid charges the control actually applied (data.ctrl, float64).
-    return 1.25 * speed + _humanoid_healthy(f) * 5.0 - (0.1 * _sq(f["ctrl"]) + contact)
+    return 1.25 * speed + healthy * 5.0 - (0.1 * _sq(f["ctrl"]) + contact)
 
 
 TASKS: dict[str, Task] = {
     "HalfCheetah-v5": Task(
         "half_cheetah.xml", 5, 0.1, "normal", (), _x, _planar_obs(False, 1),
-        lambda speed, a, f: 1.0 * speed - 0.1 * _sq(a), None),
+        lambda speed, a, f, healthy: 1.0 * speed - 0.1 * _sq(a), None),
     "Hopper-v5": Task(
-        "hopper.xml", 4, 5e-3, "uniform", (), _x, _planar_obs(True, 1),
-        lambda speed, a, f: (1.0 * speed + _hopper_healthy(f) * 1.0) - 1e-3 * _sq(a),
+        "hopper.xml", 4, 5e-3, "uniform", (), _x, _planar_obs(True, 1), _alive_reward,
         _hopper_healthy),
     "Walker2d-v5": Task(
-        "walker2d_v5.xml", 4, 5e-3, "uniform", (), _x, _planar_obs(True, 1),
-        lambda speed, a, f: (1.0 * speed + _walker_healthy(f) * 1.0) - 1e-3 * _sq(a),
+        "walker2d_v5.xml", 4, 5e-3, "uniform", (), _x, _planar_obs(True, 1), _alive_reward,
         _walker_healthy),
     "Ant-v5": Task(
-        "ant.xml", 5, 0.1, "normal", ("xpos", "cfrc_ext"), lambda f: f["xpos"][:, 1, :2],
+        "ant.xml", 5, 0.1, "normal", ("xpos", "cfrc_ext"), lambda f: f["xpos"][:, 1, 0],
         _ant_obs, _ant_reward, _ant_healthy),
     "Humanoid-v5": Task(
         "humanoid.xml", 5, 1e-2, "uniform",
         ("xipos", "cinert", "cvel", "qfrc_actuator", "cfrc_ext", "ctrl"), _mass_center,
         _humanoid_obs, _humanoid_reward, _humanoid_healthy),
     "Swimmer-v5": Task(
-        "swimmer.xml", 4, 0.1, "uniform", (), lambda f: f["qpos"][:, 0:2],
-        _planar_obs(False, 2), lambda speed, a, f: 1.0 * speed - 1e-4 * _sq(a), None),
+        "swimmer.xml", 4, 0.1, "uniform", (), _x, _planar_obs(False, 2),
+        lambda speed, a, f, healthy: 1.0 * speed - 1e-4 * _sq(a), None),
 }

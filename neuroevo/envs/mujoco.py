@@ -75,7 +75,8 @@ class MujocoSims:
         # MjData arrays are views of the simulation's memory: pair them with their rows once.
         self._copies = [[(self.fields[name][i], getattr(d, name)) for name in names]
                         for i, d in enumerate(self.datas)]
-        self._constants = {"body_mass": self.model.body_mass.copy()}
+        # What the task's functions read: the rows above (refreshed in place) and constants.
+        self._view = {**self.fields, "body_mass": self.model.body_mass.copy()}
         self.rngs: list[np.random.Generator | None] = [None] * num_envs
         self.threads = threads or len(os.sched_getaffinity(0))
         # Only contact costs read cfrc_ext; other tasks skip computing it (it feeds nothing
@@ -94,12 +95,9 @@ class MujocoSims:
         low, high = self.model.actuator_ctrlrange.astype(np.float32).T
         return low.copy(), high.copy()
 
-    def _view(self) -> dict:
-        return {**self.fields, **self._constants}
-
     def observe(self) -> np.ndarray:
         """``[N, obs_dim]`` float64 observations of every env, from its last step or reset."""
-        return self.task.observe(self._view())
+        return self.task.observe(self._view)
 
     def reset(self, envs: np.ndarray, seeds) -> None:
         """Restart ``envs``; a seed re-seeds the env's generator, ``None`` continues it."""
@@ -141,7 +139,7 @@ class MujocoSims:
         if actions.shape != (self.num_envs, self.model.nu):
             raise ConfigError(f"actions must have shape {(self.num_envs, self.model.nu)}, "
                               f"got {actions.shape}")
-        before = np.array(self.task.position(self._view()))
+        before = np.array(self.task.position(self._view))
         chunks = [c for c in np.array_split(envs, self.threads) if len(c)]
         mine = chunks.pop() if inline and chunks else None
         futures = [self._workers.submit(self._run, c, actions) for c in chunks]
@@ -166,14 +164,14 @@ class MujocoSims:
             if future.exception() is not None:
                 e = future.exception()
                 raise WorkerError(f"{self.env_id}: a MuJoCo worker failed: {e}") from e
-        view, task = self._view(), self.task
+        view, task = self._view, self.task
         speed = (task.position(view) - before) / self.dt
-        speed = speed if speed.ndim == 1 else speed[:, 0]
+        healthy = task.healthy(view) if task.healthy is not None else None
         reward = np.zeros(self.num_envs)
         terminated = np.zeros(self.num_envs, dtype=bool)
-        reward[envs] = task.reward(speed, actions, view)[envs]
-        if task.healthy is not None:
-            terminated[envs] = ~task.healthy(view)[envs]
+        reward[envs] = task.reward(speed, actions, view, healthy)[envs]
+        if healthy is not None:
+            terminated[envs] = ~healthy[envs]
         return reward, terminated
 
     def close(self) -> None:
