@@ -25,12 +25,24 @@ def default_size(num_params: int) -> int:
     return max(1 << 25, 8 * num_params)
 
 
+_GAMMA, _M1, _M2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB  # SplitMix64
+
+
 def mix64(x: int) -> int:
     """SplitMix64 finaliser: spreads consecutive seeds over the whole table."""
-    x = (x + 0x9E3779B97F4A7C15) & _MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    x = (x + _GAMMA) & _MASK64
+    x = ((x ^ (x >> 30)) * _M1) & _MASK64
+    x = ((x ^ (x >> 27)) * _M2) & _MASK64
     return x ^ (x >> 31)
+
+
+def mix64_array(x: np.ndarray) -> np.ndarray:
+    """``mix64`` over a uint64 array (uint64 arithmetic wraps: no masks)."""
+    u = np.uint64
+    x = x + u(_GAMMA)
+    x = (x ^ (x >> u(30))) * u(_M1)
+    x = (x ^ (x >> u(27))) * u(_M2)
+    return x ^ (x >> u(31))
 
 
 class NoiseTable:

@@ -9,18 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from neuroevo.noise import mix64
+from neuroevo.noise import mix64, mix64_array
 
 IDLE = -1
 _U64 = np.uint64
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """``noise.mix64`` over a uint64 array (wrapping arithmetic)."""
-    x = x + _U64(0x9E3779B97F4A7C15)
-    x = (x ^ (x >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> _U64(27))) * _U64(0x94D049BB133111EB)
-    return x ^ (x >> _U64(31))
 
 
 def step_normals(seeds: np.ndarray, steps: np.ndarray, dim: int) -> np.ndarray:
@@ -29,9 +21,9 @@ def step_normals(seeds: np.ndarray, steps: np.ndarray, dim: int) -> np.ndarray:
     Counter-based (hash, then Box-Muller), so an episode's action noise is the same whichever
     slot, subset or thread runs it, and no generator state travels with the slot.
     """
-    key = _mix(seeds.astype(_U64) ^ _mix(steps.astype(_U64)))  # [N]
+    key = mix64_array(seeds.astype(_U64) ^ mix64_array(steps.astype(_U64)))  # [N]
     lanes = np.arange(1, 2 * dim + 1, dtype=_U64) * _U64(0xD1B54A32D192ED03)
-    bits = _mix(key[:, None] + lanes[None, :])  # [N, 2 * dim]
+    bits = mix64_array(key[:, None] + lanes[None, :])  # [N, 2 * dim]
     u = ((bits >> _U64(11)).astype(np.float64) + 0.5) * 2.0**-53  # uniform in (0, 1)
     return np.sqrt(-2.0 * np.log(u[:, :dim])) * np.cos(2.0 * np.pi * u[:, dim:])
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from neuroevo.errors import ConfigError
-from neuroevo.noise import NoiseTable, default_size, mix64
+from neuroevo.noise import NoiseTable, default_size, mix64, mix64_array
 
 
 def test_table_values_are_pinned():
@@ -39,6 +39,8 @@ def test_offsets_spread_over_the_table():
 def test_mix64_is_splitmix64():
     # First output of SplitMix64 seeded with 0 (Vigna's reference implementation).
     assert mix64(0) == 0xE220A8397B1DCDAF
+    xs = [0, 1, 12345, 2**63 + 7, 2**64 - 1]
+    assert mix64_array(np.array(xs, dtype=np.uint64)).tolist() == [mix64(x) for x in xs]
 
 
 def test_genome_longer_than_table_is_a_clear_error():
