@@ -16,7 +16,7 @@ def train(cfg: Config | None = None, *, on_generation=None, on_episode=None, **o
     for key, value in overrides.items():
         override(cfg, key.replace("__", "."), value)
     built = build_run(cfg)
-    budget = Budget(cfg.budget.generations or None, cfg.budget.frames or None)
+    budget = Budget.of(cfg)
     if budget.generations is None and budget.frames is None:
         budget.generations = 1
     result = RunResult(optimizer=built.optimizer, policy=built.policy, obs_norm=built.obs_norm)

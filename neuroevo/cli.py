@@ -76,7 +76,7 @@ def _budget(cfg, generations, frames):
 
     if generations is not None or frames is not None:
         cfg.budget.generations, cfg.budget.frames = generations or 0, frames or 0
-    return Budget(cfg.budget.generations or None, cfg.budget.frames or None)
+    return Budget.of(cfg)
 
 
 def _run(args) -> int:

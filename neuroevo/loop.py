@@ -30,6 +30,11 @@ class Budget:
     generations: int | None = None
     frames: int | None = None
 
+    @classmethod
+    def of(cls, cfg) -> Budget:
+        """A config's budget (0 in the config means no limit)."""
+        return cls(cfg.budget.generations or None, cfg.budget.frames or None)
+
     def spent(self, totals: Totals) -> bool:
         return ((self.generations is not None and totals.generation >= self.generations) or
                 (self.frames is not None and totals.frames >= self.frames))

@@ -32,9 +32,10 @@ import sys
 
 import numpy as np
 
-from neuroevo.config import Config, keys, override
-from neuroevo.errors import ConfigError, NeuroevoError, UnknownName
+from neuroevo.config import Config, override
+from neuroevo.errors import ConfigError, NeuroevoError
 from neuroevo.files import atomic_write
+from neuroevo.loop import Budget, Totals
 
 
 def parse_values(spec: str) -> tuple[str, list[str]]:
@@ -80,9 +81,7 @@ def check_point(point: dict, fixed: list[str]) -> None:
     for item in fixed:
         override(cfg, *item.split("=", 1))
     for key, value in point.items():
-        if key not in keys():
-            raise UnknownName("config key", key, keys())
-        override(cfg, key, value)
+        override(cfg, key, value)  # unknown keys get UnknownName with suggestions there
 
 
 def trial_dir(out: str, index: int, seed: int) -> str:
@@ -99,8 +98,7 @@ def finished(run_dir: str, generations: int | None, frames: int | None) -> dict 
     if not rows:
         return None
     last = rows[-1]
-    done = ((generations is not None and last["generation"] + 1 >= generations) or
-            (frames is not None and last["frames"] >= frames))
+    done = Budget(generations, frames).spent(Totals(last["generation"] + 1, last["frames"]))
     return last if done else None
 
 
