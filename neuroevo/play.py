@@ -101,7 +101,7 @@ def record(built, params: torch.Tensor, seed: int, path: str) -> float:
             return camera.frame()
         return np.kron(obs[0, -1], np.ones((2, 2), np.uint8))  # [168, 168] newest frame
 
-    cap = built.atari.episode_cap if built.atari is not None else built.evaluator.episode_cap
+    cap = built.evaluator.episode_cap  # build() gave it the Atari cap too
     frames, steps, score = [], 0, 0.0
     try:
         obs = pool.reset(np.ones(1, dtype=bool), [seed])

@@ -99,7 +99,6 @@ class Worker:
 
         torch.set_num_threads(max(1, cpus))
         config = from_dict(cfg)
-        config.engine.backend = "local"
         config.engine.env_threads = config.engine.env_threads or max(1, cpus)
         config.engine.workers = config.engine.workers or max(1, cpus)
         self.built = build(config)

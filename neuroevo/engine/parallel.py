@@ -88,7 +88,6 @@ def default_workers(population: int, device: torch.device) -> int:
     return max(1, min(len(os.sched_getaffinity(0)), population // 8))
 
 
-
 def make_evaluator(policy, make_pool, population: int, device: torch.device, *,
                    workers: int = 0, subsets: int = 0, slots: int = 0, env_threads: int = 0,
                    **options) -> Evaluator | ParallelEvaluator:
