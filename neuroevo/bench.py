@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import time
@@ -25,6 +26,7 @@ from torch.func import functional_call
 from neuroevo.engine.parallel import make_evaluator
 from neuroevo.engine.pipeline import default_layout, resolve_device
 from neuroevo.envs.atari import AtariConfig, AtariPool
+from neuroevo.errors import UnknownName, check_range
 from neuroevo.files import atomic_write
 from neuroevo.kernels import selection
 from neuroevo.optim import GA
@@ -56,7 +58,25 @@ def _timed(seconds: float, step) -> tuple[int, float]:
     return frames, elapsed
 
 
+def check_bench(cfg: BenchConfig) -> None:
+    """Every option in its range, before any env or network is made."""
+    for name, value, ok, allowed in (
+            ("--seconds", cfg.seconds, math.isfinite(cfg.seconds) and cfg.seconds > 0, "> 0"),
+            ("--rounds", cfg.rounds, cfg.rounds >= 1, ">= 1"),
+            ("--population", cfg.population, cfg.population >= 1, ">= 1"),
+            ("--workers", cfg.workers, cfg.workers >= 0, ">= 0 (0: automatic)"),
+            ("--env-threads", cfg.env_threads, cfg.env_threads >= 0, ">= 0 (0: ale-py's)"),
+            ("--subsets", cfg.subsets, cfg.subsets is None or cfg.subsets >= 1, ">= 1"),
+            ("--slots", cfg.slots, cfg.slots is None or cfg.slots >= 1, ">= 1"),
+            ("--episode-cap", cfg.episode_cap, cfg.episode_cap >= 1, ">= 1"),
+            ("--seed", cfg.seed, cfg.seed >= 0, ">= 0")):
+        check_range(name, value, ok, allowed)
+    if cfg.net not in ("large", "small"):
+        raise UnknownName("network for an Atari bench", cfg.net, ("large", "small"))
+
+
 def run_bench(cfg: BenchConfig, log=print) -> dict:
+    check_bench(cfg)
     device = resolve_device(cfg.device)
     kernels = "+".join(selection(device))  # checks NEUROEVO_* before any work
     atari = AtariConfig(cfg.game, episode_cap=cfg.episode_cap)

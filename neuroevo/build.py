@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 import torch
 
-from neuroevo.config import Config
+from neuroevo.config import Config, check
 from neuroevo.engine.parallel import make_evaluator
 from neuroevo.engine.pipeline import Evaluator, resolve_device
 from neuroevo.envs.atari import AtariConfig, AtariPool
 from neuroevo.envs.gym import GymPool, check_env_id
 from neuroevo.envs.locomotion import TASKS
 from neuroevo.envs.mujoco import MujocoPool
-from neuroevo.errors import CheckpointError, ConfigError, UnknownName, check_range
+from neuroevo.errors import CheckpointError, ConfigError, UnknownName
 from neuroevo.noise import NoiseTable, default_size
 from neuroevo.optim import OPTIMIZERS
 from neuroevo.policy.batched import BatchedPolicy
@@ -30,6 +30,7 @@ class Built:
     atari: AtariConfig | None  # None for a gymnasium env
     make_pool: object  # num_envs -> a pool of this run's env
     obs_norm: ObsNorm | None = None  # the run's shared observation normaliser
+    arch: dict | None = None  # what rebuilds the network outside neuroevo (policy export)
 
     def restore(self, state: dict) -> None:
         """Load a checkpoint's optimizer and observation statistics."""
@@ -82,6 +83,7 @@ def _hidden(text: str) -> tuple[int, ...]:
 def build(cfg: Config, local: bool = True) -> Built:
     """The run's objects; ``local=False`` leaves ``evaluator`` None (no env pools here) for
     a distributed evaluator to take its place."""
+    check(cfg)
     device = resolve_device(cfg.engine.device)
     e = cfg.engine
     locomotion = cfg.env.id in TASKS
@@ -102,9 +104,10 @@ def build(cfg: Config, local: bool = True) -> Built:
 
         def make_pool(n, threads=e.env_threads):
             return AtariPool(atari, n, threads)
-    check_range("engine.workers", e.workers, e.workers >= 0, ">= 0")
     probe = make_pool(1)
     obs_shape, num_actions = probe.obs_shape, probe.num_actions
+    discrete = getattr(probe, "discrete", True)
+    bounds = [getattr(probe, k, None) for k in ("action_low", "action_high")]
     probe.close()
     net = cfg.net.name
     if net == "auto":
@@ -112,15 +115,18 @@ def build(cfg: Config, local: bool = True) -> Built:
     if (net == "mlp") != (len(obs_shape) != 3):
         raise ConfigError(f"net {net!r} does not fit observations of shape {obs_shape}; use "
                           f"{'--net mlp' if len(obs_shape) != 3 else '--net small or large'}")
-    template, spec = build_template(net, obs_shape, num_actions, _hidden(cfg.net.hidden))
+    hidden = _hidden(cfg.net.hidden) if net == "mlp" else ()
+    template, spec = build_template(net, obs_shape, num_actions, hidden or None)
+    arch = {"net": net, "obs_shape": list(obs_shape), "num_outputs": num_actions,
+            "hidden": list(hidden), "discrete": discrete,
+            "action_low": None if discrete else [float(v) for v in bounds[0]],
+            "action_high": None if discrete else [float(v) for v in bounds[1]]}
     policy = BatchedPolicy(template.to(device), spec)
     optimizer = make_optimizer(cfg, policy)
     norm, noise = cfg.env.obs_norm, cfg.env.action_noise
-    check_range("env.obs_norm", norm, norm in ("on", "off", "auto"), "on, off or auto")
     if norm == "on" and len(obs_shape) == 3:
         raise ConfigError("env.obs_norm=on needs vector observations, not images; use "
                           "--set env.obs_norm=off")
-    check_range("env.action_noise", noise, noise is None or noise >= 0, "None or >= 0")
     obs_norm = ObsNorm(obs_shape) if norm == "on" or (norm == "auto" and locomotion) else None
     evaluator = make_evaluator(
         policy, make_pool, cfg.algo.population, device, workers=e.workers, subsets=e.subsets,
@@ -128,5 +134,5 @@ def build(cfg: Config, local: bool = True) -> Built:
         seed=cfg.seed, obs_norm=obs_norm, obs_stats_fraction=cfg.env.obs_stats_fraction,
         action_noise=(0.01 if locomotion else 0.0) if noise is None else noise,
     ) if local else None
-    return Built(policy, optimizer, evaluator, device, atari, make_pool, obs_norm)
+    return Built(policy, optimizer, evaluator, device, atari, make_pool, obs_norm, arch)
 

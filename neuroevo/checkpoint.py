@@ -2,51 +2,137 @@
 
 Layout of a run directory::
 
-    config.yaml          the fully resolved config (enough to rerun)
-    metrics.jsonl/.csv   one row per generation
-    elite.json           the elite's compact genome (GA / RS)
-    policy.pt            the elite's (GA / RS) or centre's (ES) parameters and layout
-    checkpoint/state.pt  optimizer state, counters and the metric rows
+    config.yaml                    the fully resolved config (enough to rerun)
+    metrics.jsonl/.csv             one row per generation (strict JSON: NaN and inf are null)
+    elite.json                     the elite's compact genome (GA / RS)
+    policy.safetensors             the elite's (GA / RS) or centre's (ES) network, layout and
+                                   observation normaliser (``neuroevo.policy.export``)
+    checkpoint/state.safetensors   optimizer state, counters, metric rows, run identity
+    .lock                          held (``flock``) by the one process writing the run
 
-Every file is written to a temporary name and renamed, so a crash (even ``kill -9``) leaves
-either the previous version or the new one. The checkpoint holds the metric rows too: on
-resume the metric files are rewritten from it, so they never run ahead of the state.
+Nothing here is unpickled when loaded: state files are JSON plus raw tensors
+(``neuroevo.serial``), configs are read with ``yaml.safe_load``. Every file is written
+through ``atomic_write`` (a crash leaves the old version or the new one) and never through
+a symlink planted inside the directory. The checkpoint holds the metric rows too: on resume
+the metric files are rewritten from it, so they never run ahead of the state.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
-import dataclasses
+import errno
+import fcntl
+import hashlib
 import io
 import json
+import math
 import os
+import shutil
 
-import torch
 import yaml
 
-from neuroevo.config import Config, from_dict, to_dict
+from neuroevo.config import Config, from_dict, identity, parse_yaml, to_dict
 from neuroevo.errors import CheckpointError, ConfigError
-from neuroevo.files import atomic_write
+from neuroevo.files import atomic_write, is_temporary, storage_error
+from neuroevo.genomes import Perturbation, SeedChain
 from neuroevo.loop import Totals
+from neuroevo.optim.adam import AdamState
+from neuroevo.policy.export import policy_bytes
+from neuroevo.serial import load_file, save_file
 
 CSV_COLUMNS = ("generation", "frames", "episodes", "wall_time", "fitness_max", "fitness_mean",
                "fitness_min", "elite_score", "center_score", "fps", "occupancy")
+STATE_FORMAT = "neuroevo.checkpoint/2"
+STATE_TYPES = {cls.__name__: cls for cls in (SeedChain, Perturbation, AdamState, Totals)}
+# What a run writes; ``--force`` removes all of it (and stale temporary files) first.
+RUN_FILES = ("config.yaml", "metrics.jsonl", "metrics.csv", "elite.json", "policy.safetensors",
+             "policy.pt")
+RUN_DIRS = ("checkpoint", "tensorboard")
+
+
+def finite(x):
+    """``x`` with every NaN and infinity replaced by None (JSON ``null``)."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite(v) for v in x]
+    return x
+
+
+def fingerprint(ident: dict) -> str:
+    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
 
 class RunDir:
     def __init__(self, path: str):
         self.path = path
+        self._lock_fd: int | None = None
 
     def file(self, name: str) -> str:
-        return os.path.join(self.path, name)
+        """``DIR/name``, refused when a folder on the way is a symlink (writes would land
+        elsewhere). A link at ``name`` itself is harmless: a write renames a new file over
+        it, it is not followed."""
+        path = os.path.join(self.path, name)
+        part = self.path
+        for piece in os.path.normpath(name).split(os.sep)[:-1]:
+            part = os.path.join(part, piece)
+            if os.path.islink(part):
+                raise CheckpointError(f"{part} is a symbolic link; neuroevo never reads or "
+                                      "writes through links inside a run directory: remove it")
+        return path
+
+    def folder(self, name: str) -> str:
+        """``DIR/name`` for a folder that neuroevo writes into: no symlink on the way."""
+        return os.path.dirname(self.file(os.path.join(name, "-")))
 
     @property
     def checkpoint(self) -> str:
-        return self.file(os.path.join("checkpoint", "state.pt"))
+        return self.file(os.path.join("checkpoint", "state.safetensors"))
+
+    def has_checkpoint(self) -> bool:
+        return os.path.exists(self.checkpoint)
 
     def holds_run(self) -> bool:
         return os.path.exists(self.file("config.yaml"))
 
+    # -- one writer -----------------------------------------------------------------------
+    def lock(self) -> None:
+        """Hold ``DIR/.lock`` until ``unlock()`` or the process ends; a second writer gets a
+        one-line error naming the process that holds it."""
+        if self._lock_fd is not None:
+            return
+        path = self.file(".lock")
+        try:
+            os.makedirs(self.path, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            raise CheckpointError(f"--run-dir {self.path} is a file, not a directory; pick "
+                                  "another --run-dir") from None
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise CheckpointError(f"{path} is a symbolic link; remove it") from None
+            raise storage_error("lock", path, e) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise CheckpointError(f"run directory {self.path} is in use by process {holder}; "
+                                  f"wait for it to end or stop it (kill {holder}), or pick "
+                                  "another --run-dir") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
+
+    # -- creating and overwriting ---------------------------------------------------------
     def ensure_free(self, force: bool = False) -> None:
         """Refuse to start a new run over an existing one unless ``force``."""
         if self.holds_run() and not force:
@@ -54,11 +140,38 @@ class RunDir:
                               f"'neuroevo resume {self.path}', pick another --run-dir, or "
                               "pass --force to overwrite it")
 
+    def clear(self) -> None:
+        """Remove every file an earlier run wrote here (``--force``), links included."""
+        for name in (*RUN_FILES, *RUN_DIRS):
+            path = os.path.join(self.path, name)
+            try:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                elif os.path.lexists(path):
+                    os.remove(path)
+            except OSError as e:
+                raise storage_error("remove", path, e) from None
+        self.remove_temporaries()
+
+    def remove_temporaries(self) -> None:
+        """Temporary files a killed writer left (``kill -9`` mid-write); call it locked."""
+        for folder in (self.path, os.path.join(self.path, "checkpoint")):
+            if os.path.isdir(folder) and not os.path.islink(folder):
+                for name in os.listdir(folder):
+                    if is_temporary(name):
+                        with contextlib.suppress(OSError):
+                            os.remove(os.path.join(folder, name))
+
     def create(self, cfg: Config, force: bool = False) -> None:
+        """Start a new run here: lock, clear (with ``force``), write the config."""
+        self.lock()
         self.ensure_free(force)
-        os.makedirs(self.file("checkpoint"), exist_ok=True)
-        if force and os.path.exists(self.checkpoint):
-            os.remove(self.checkpoint)
+        if force:
+            self.clear()
+        try:
+            os.makedirs(self.file("checkpoint"), exist_ok=True)
+        except OSError as e:
+            raise storage_error("create", self.file("checkpoint"), e) from None
         self.write_config(cfg)
         self.write_metrics([])
 
@@ -69,58 +182,79 @@ class RunDir:
         if not os.path.isdir(self.path):
             raise CheckpointError(f"run directory {self.path} does not exist; give the "
                                   "directory that 'neuroevo run' printed")
+        path = self.file("config.yaml")
         try:
-            with open(self.file("config.yaml")) as f:
-                return from_dict(yaml.safe_load(f))
-        except (OSError, yaml.YAMLError, AttributeError, ConfigError) as e:
-            raise CheckpointError(f"{self.file('config.yaml')} is missing or corrupt ({e}); "
-                                  "this is not a neuroevo run directory") from None
+            with open(path) as f:
+                return from_dict(parse_yaml(f))
+        except (OSError, ValueError, yaml.YAMLError, AttributeError, ConfigError) as e:
+            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise CheckpointError(f"{path} is missing or corrupt ({reason}); this is not a "
+                                  "neuroevo run directory") from None
 
-    def save(self, optimizer, totals: Totals, history: list[dict], spec=None,
-             obs_norm=None) -> None:
+    # -- the checkpoint -------------------------------------------------------------------
+    def save(self, cfg: Config, optimizer, totals: Totals, history: list[dict], spec=None,
+             obs_norm=None, arch: dict | None = None) -> None:
         """Checkpoint first, then the files derived from it (``spec``: the policy's layout;
-        ``obs_norm``: the shared observation normaliser, when the run has one)."""
-        norm = None if obs_norm is None else obs_norm.state_dict()
-        buffer = io.BytesIO()
-        torch.save({"optimizer": optimizer.state_dict(), "totals": dataclasses.asdict(totals),
-                    "history": history, "obs_norm": norm}, buffer)
-        atomic_write(self.checkpoint, buffer.getvalue())
+        ``obs_norm``: the shared observation normaliser; ``arch``: the exported net's)."""
+        ident = identity(cfg)
+        save_file(self.checkpoint, {
+            "optimizer": optimizer.state_dict(), "totals": totals, "history": history,
+            "obs_norm": None if obs_norm is None else obs_norm.state_dict(),
+            "identity": ident}, meta={"format": STATE_FORMAT, "identity": fingerprint(ident)})
         self.write_metrics(history)
+        self.write_policy(optimizer, totals, spec, obs_norm, arch)
+
+    def write_policy(self, optimizer, totals: Totals, spec, obs_norm, arch) -> None:
+        """``elite.json`` and ``policy.safetensors`` from the optimizer's state."""
         elite = getattr(optimizer, "elite", None)
         if elite is not None:
             atomic_write(self.file("elite.json"), elite.to_json(
-                score=optimizer.state.elite_score, generation=totals.generation - 1,
+                score=finite(optimizer.state.elite_score), generation=totals.generation - 1,
                 noise=optimizer.noise.spec, num_params=optimizer.num_params))
             params = optimizer.decoder().decode(elite)
         else:
             params = getattr(optimizer, "center", None)
-        if params is not None and spec is not None:
-            # Usable without neuroevo's genomes: torch.load(...)["params"] as named tensors.
-            buffer = io.BytesIO()
-            torch.save({"params": {k: v.clone() for k, v in spec.unflatten(params).items()},
-                        "generation": totals.generation - 1,
-                        # inputs are (obs - mean) / std clipped to +/-clip, when present
-                        "obs_norm": None if obs_norm is None else {
-                            "mean": obs_norm.mean.float(), "std": obs_norm.std.float(),
-                            "clip": obs_norm.clip}}, buffer)
-            atomic_write(self.file("policy.pt"), buffer.getvalue())
+        if params is not None and spec is not None and arch is not None:
+            atomic_write(self.file("policy.safetensors"), policy_bytes(
+                spec.unflatten(params), arch, totals.generation - 1, obs_norm))
 
-    def load(self) -> dict:
-        if not os.path.exists(self.checkpoint):
+    def load(self, cfg: Config | None = None) -> dict:
+        """The checkpoint's state; with ``cfg``, refused unless it defines the same run."""
+        legacy = os.path.join(self.path, "checkpoint", "state.pt")
+        if not self.has_checkpoint():
+            if os.path.exists(legacy):
+                raise CheckpointError(f"{legacy} is a pickle checkpoint of an older neuroevo; "
+                                      "it is not loaded, since unpickling can run code: start "
+                                      "the run again")
             raise CheckpointError(f"{self.path} has no checkpoint yet (it stopped before its "
                                   "first generation ended); start it again with 'neuroevo run'")
-        try:
-            state = torch.load(self.checkpoint, weights_only=False)
-            state["totals"] = Totals(**state["totals"])
-            return state
-        except Exception as e:
-            raise CheckpointError(f"checkpoint {self.checkpoint} is corrupt ({e}); "
-                                  "restore it from a backup or start the run again") from None
+        _, state = load_file(self.checkpoint, STATE_TYPES, STATE_FORMAT)
+        if not isinstance(state, dict) or not isinstance(state.get("totals"), Totals):
+            raise CheckpointError(f"{self.checkpoint} holds no neuroevo run state")
+        if cfg is not None:
+            self.check_identity(cfg, state.get("identity") or {})
+        return state
+
+    def check_identity(self, cfg: Config, saved: dict) -> None:
+        """Refuse a config that defines another run than the checkpoint's (budget and machine
+        layout may change)."""
+        mine = identity(cfg)
+        if mine == saved:
+            return
+        changed = sorted(k for k in set(mine) | set(saved) if mine.get(k) != saved.get(k))
+        shown = ", ".join(f"{k}: {saved.get(k)!r} -> {mine.get(k)!r}" for k in changed[:3])
+        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        raise CheckpointError(f"the config differs from the run its checkpoint saved ({shown}"
+                              f"{more}); only the budget and the machine layout may change on "
+                              "resume: restore config.yaml, or start a new run")
 
     def write_metrics(self, history: list[dict]) -> None:
-        atomic_write(self.file("metrics.jsonl"), "".join(json.dumps(r) + "\n" for r in history))
+        rows = [finite(r) for r in history]
+        atomic_write(self.file("metrics.jsonl"),
+                     "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows))
         out = io.StringIO()
         writer = csv.DictWriter(out, CSV_COLUMNS, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(history)
+        writer.writerows(rows)
         atomic_write(self.file("metrics.csv"), out.getvalue())
+

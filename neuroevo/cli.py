@@ -6,8 +6,11 @@ Errors a user can cause (``NeuroevoError``) print one line and exit with status 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import os
+import secrets
+import signal
 import sys
 import time
 
@@ -45,18 +48,66 @@ class _Progress:
                   f"{fps:,.0f} frames/s  best {self.best:g}{self.eta(fps)}   ", end="", flush=True)
 
 
-def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
+class Stopped(KeyboardInterrupt):
+    """Ctrl-C, SIGTERM or SIGHUP: the run stops at once and keeps its last checkpoint."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class _Signals:
+    """SIGINT, SIGTERM and SIGHUP stop a run; while a checkpoint and the files derived from
+    it are being written, a signal waits for them, so the files on disk always agree."""
+
+    NAMES = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self):
+        self.critical, self.deferred = 0, None
+
+    def __enter__(self):
+        self.previous = {s: signal.signal(s, self._handle) for s in self.NAMES}
+        return self
+
+    def __exit__(self, *exc):
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+    def _handle(self, signum, frame):
+        if self.critical:
+            self.deferred = signum
+            return
+        raise Stopped(signum)
+
+    @contextlib.contextmanager
+    def protect(self):
+        self.critical += 1
+        try:
+            yield
+        finally:
+            self.critical -= 1
+            if not self.critical and self.deferred is not None:
+                signum, self.deferred = self.deferred, None
+                raise Stopped(signum)
+
+
+_signals = _Signals()
+
+
+def _train(cfg, built, run_dir, budget, totals, history, progress: bool) -> None:
     """The generation loop of ``run`` and ``resume``: a checkpoint after every generation."""
     from neuroevo.loop import generations
     from neuroevo.report import TensorBoard
 
     live = _Progress(progress, budget, totals, history)
-    board = TensorBoard(run_dir.path, totals.frames)
+    board = TensorBoard(run_dir.folder("tensorboard"), totals.frames)
     try:
         for row in generations(built.optimizer, built.evaluator, budget, totals, live.episode):
             history.append(row)
-            run_dir.save(built.optimizer, totals, history, built.policy.spec, built.obs_norm)
-            board.write(row)
+            with _signals.protect():
+                run_dir.save(cfg, built.optimizer, totals, history, built.policy.spec,
+                             built.obs_norm, built.arch)
+                board.write(row)
             elite = row.get("elite_score", row.get("center_score"))
             label = "elite" if "elite_score" in row else "centre"
             live.start_generation()
@@ -66,17 +117,39 @@ def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
                   f"mean {row['fitness_mean']:>8.1f}"
                   + (f"  {label} {elite:>8.1f}" if elite is not None else "")
                   + (live.eta(row["fps"]) + " " * 8 if progress else ""), flush=True)
+    except KeyboardInterrupt:
+        kept = f"after generation {totals.generation - 1}" if history else "(none yet)"
+        print(f"\nneuroevo: stopped; the last checkpoint is kept {kept}: continue with "
+              f"'neuroevo resume {run_dir.path}'", file=sys.stderr, flush=True)
+        raise
     finally:
         board.close()
         built.evaluator.close()
+        run_dir.unlock()
+
+
+def _check_budget_flags(generations, frames) -> None:
+    from neuroevo.errors import check_range
+
+    for flag, value in (("--generations", generations), ("--frames", frames)):
+        check_range(flag, value, value is None or value >= 0, ">= 0 (0: no limit)")
 
 
 def _budget(cfg, generations, frames):
     from neuroevo.loop import Budget
 
+    _check_budget_flags(generations, frames)
     if generations is not None or frames is not None:
         cfg.budget.generations, cfg.budget.frames = generations or 0, frames or 0
     return Budget.of(cfg)
+
+
+def _default_run_dir(cfg) -> str:
+    """``runs/<algo>-<env>-s<seed>-<time>-<random>``: parallel launches never collide."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    env = cfg.env.id or cfg.env.game
+    return os.path.join("runs", f"{cfg.algo.name}-{env}-s{cfg.seed}-{stamp}-"
+                                f"{secrets.token_hex(3)}")
 
 
 def _run(args) -> int:
@@ -102,22 +175,27 @@ def _run(args) -> int:
         override(cfg, *item.split("=", 1))
     if not cfg.budget.generations and not cfg.budget.frames:
         cfg.budget.generations = 10
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    env = cfg.env.id or cfg.env.game
-    name = f"{cfg.algo.name}-{env}-{stamp}"
-    run_dir = RunDir(args.run_dir or os.path.join("runs", name))
-    if args.resume and run_dir.holds_run() and os.path.exists(run_dir.checkpoint):
-        return _continue(run_dir, args.generations, args.frames, args.no_progress)
+    run_dir = RunDir(args.run_dir or _default_run_dir(cfg))
+    existing = run_dir.holds_run()
+    if existing and (args.resume or args.force):
+        run_dir.lock()  # a second writer stops here, before anything is built or removed
+    if args.resume and existing and run_dir.has_checkpoint():
+        return _continue(run_dir, args.generations, args.frames, args.no_progress, given=cfg)
     # --resume on a run stopped before its first checkpoint: nothing to keep, start it again
-    force = args.force or (args.resume and run_dir.holds_run())
+    force = args.force or (args.resume and existing)
     run_dir.ensure_free(force)
     built = build_run(cfg)  # validates names and values before anything is written
-    run_dir.create(cfg, force=force)
+    try:
+        run_dir.create(cfg, force=force)
+    except BaseException:
+        built.evaluator.close()
+        raise
+    env = cfg.env.id or cfg.env.game
     print(f"neuroevo {neuroevo.__version__}: {cfg.algo.name} on {env}, "
           f"{built.policy.spec.num_params:,} parameters, population {cfg.algo.population}, "
           f"{_device_line(built.device)}, run dir {run_dir.path}", flush=True)
     budget = _budget(cfg, None, None)
-    _train(built, run_dir, budget, Totals(), [], sys.stdout.isatty() and not args.no_progress)
+    _train(cfg, built, run_dir, budget, Totals(), [], sys.stdout.isatty() and not args.no_progress)
     return 0
 
 
@@ -134,28 +212,45 @@ def _device_line(device) -> str:
     return f"{device} ({', '.join(selection(device))})"
 
 
-def _continue(run_dir, generations, frames, no_progress: bool) -> int:
-    """Continue ``run_dir`` from its checkpoint with its own config (and a new budget)."""
+def _continue(run_dir, generations, frames, no_progress: bool, given=None) -> int:
+    """Continue ``run_dir`` from its checkpoint with its own config (and a new budget);
+    ``given``, a config from the command line, must define the same run."""
     from neuroevo.dist import build_run
 
+    _check_budget_flags(generations, frames)
     cfg = run_dir.load_config()
-    state = run_dir.load()
+    run_dir.lock()
+    run_dir.remove_temporaries()
+    state = run_dir.load(cfg)  # refused if config.yaml was edited into another run
+    if given is not None:
+        run_dir.check_identity(given, state["identity"])
     budget = _budget(cfg, generations, frames)
-    if generations is not None or frames is not None:
-        run_dir.write_config(cfg)  # a later resume keeps the new budget
     built = build_run(cfg)
-    built.restore(state)
-    totals, history = state["totals"], state["history"]
-    run_dir.write_metrics(history)  # drop rows written after the checkpoint, if any
+    try:
+        built.restore(state)
+        totals, history = state["totals"], state["history"]
+        with _signals.protect():
+            if generations is not None or frames is not None:
+                run_dir.write_config(cfg)  # a later resume keeps the new budget
+            run_dir.write_metrics(history)  # drop rows written after the checkpoint, if any
+            run_dir.write_policy(built.optimizer, totals, built.policy.spec, built.obs_norm,
+                                 built.arch)
+    except BaseException:
+        built.evaluator.close()
+        raise
     print(f"neuroevo {neuroevo.__version__}: resuming {run_dir.path} after generation "
           f"{totals.generation - 1} ({totals.frames:,} frames), {_device_line(built.device)}",
           flush=True)
-    _train(built, run_dir, budget, totals, history, sys.stdout.isatty() and not no_progress)
+    _train(cfg, built, run_dir, budget, totals, history, sys.stdout.isatty() and not no_progress)
     return 0
 
 
 def _bench(args) -> int:
     from neuroevo.bench import BenchConfig, format_table, run_bench, write_json
+    from neuroevo.errors import ConfigError
+
+    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        raise ConfigError(f"--json {args.json}: its directory does not exist; create it first")
 
     cfg = BenchConfig(game=args.game, net=args.net, population=args.population,
                       seconds=args.seconds, rounds=args.rounds, device=args.device,
@@ -192,7 +287,8 @@ def _play(args) -> int:
 def _plot(args) -> int:
     from neuroevo.plot import plot_runs
 
-    plot_runs(args.run_dirs, args.output, args.x)
+    plot_runs(args.run_dirs, args.output, args.x,
+              warn=lambda m: print(f"neuroevo: warning: {m}", file=sys.stderr))
     print(f"wrote {args.output}")
     return 0
 
@@ -305,19 +401,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit status: 0 done, 2 a bad input or a failed write (one line on stderr), 128 + the
+    signal's number when stopped (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 0
-    try:
-        return args.handler(args)
-    except NeuroevoError as e:
-        print(f"neuroevo: error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\nneuroevo: interrupted", file=sys.stderr)
-        return 130
+    with _signals:
+        try:
+            return args.handler(args)
+        except NeuroevoError as e:
+            print(f"neuroevo: error: {e}", file=sys.stderr)
+            return 2
+        except OSError as e:  # a write that did not go through atomic_write's message
+            from neuroevo.files import storage_error
+
+            where = e.filename or "a file"
+            print(f"neuroevo: error: {storage_error('write', where, e)}", file=sys.stderr)
+            return 2
+        except Stopped as e:
+            print(f"neuroevo: stopped by {e}", file=sys.stderr)
+            return 128 + e.signum
+        except KeyboardInterrupt:
+            print("\nneuroevo: interrupted", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

@@ -9,8 +9,12 @@ suggestions for mistyped keys.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import typing
 from dataclasses import dataclass, field
+
+import yaml
 
 from neuroevo.errors import ConfigError, UnknownName
 
@@ -93,23 +97,29 @@ def keys(cfg=None, prefix: str = "") -> list[str]:
 
 
 def _coerce(key: str, text, hint):
-    """Parse ``text`` as the field's type (``int``, ``float``, ``str``, ``X | None``)."""
+    """Parse ``text`` as the field's type (``int``, ``float``, ``str``, ``X | None``).
+
+    A YAML boolean is never a number or a name (``population: yes`` is an error, not 1), and
+    floats must be finite.
+    """
     args = typing.get_args(hint)
     types = [a for a in args if a is not type(None)] if args else [hint]
     if args and (text is None or str(text).lower() == "none"):
         return None
+    names = " or ".join(t.__name__ for t in types)
+    if isinstance(text, bool):
+        raise ConfigError(f"{key} must be {names}, got the boolean {text!r}; write a "
+                          f"{names} (quote it in YAML)")
     for t in types:
         try:
-            if t is bool:
-                if str(text).lower() in ("true", "1", "yes", "false", "0", "no"):
-                    return str(text).lower() in ("true", "1", "yes")
-                continue
             if t is int and isinstance(text, float) and not text.is_integer():
                 continue
-            return t(text)
+            value = t(text)
         except (TypeError, ValueError):
             continue
-    names = " or ".join(t.__name__ for t in types)
+        if t is float and not math.isfinite(value):
+            raise ConfigError(f"{key} must be a finite number, got {text!r}")
+        return value
     raise ConfigError(f"{key} must be {names}, got {text!r}")
 
 
@@ -146,16 +156,123 @@ def from_dict(data: dict) -> Config:
     return cfg
 
 
+def identity(cfg: Config) -> dict:
+    """What defines a run, as flat keys: the seed, algorithm, env and net. A resume may change
+    the budget and the machine layout (engine), never these."""
+    flat = {}
+    for key in keys(cfg):
+        if key.split(".")[0] in ("seed", "algo", "env", "net"):
+            *path, name = key.split(".")
+            target = cfg
+            for part in path:
+                target = getattr(target, part)
+            flat[key] = getattr(target, name)
+    return flat
+
+
+class _Loader(yaml.SafeLoader):
+    """``yaml.safe_load`` with YAML 1.2 booleans: only true/false, so ``obs_norm: on`` stays
+    the name ``on`` and ``population: yes`` is an error instead of 1."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool",
+                              re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                              list("tTfF"))
+
+
+def parse_yaml(text):
+    """Safe YAML (no tags that build objects) with YAML 1.2 booleans."""
+    return yaml.load(text, Loader=_Loader)
+
+
 def load(path: str) -> Config:
     """A config from a YAML file of overrides (see ``experiments/configs/``)."""
-    import yaml
-
     try:
         with open(path) as f:
-            data = yaml.safe_load(f) or {}
+            data = parse_yaml(f) or {}
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}; check the path") from None
-    except yaml.YAMLError as e:
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise ConfigError(f"config file {path} is not valid YAML ({str(e).splitlines()[0]})"
                           ) from None
     return from_dict(data)
+
+
+# Keys each algorithm reads; any other algo.* key set away from its default is a mistake.
+ALGO_KEYS = {"ga": {"population", "sigma", "truncation", "elite_candidates",
+                    "validation_episodes"},
+             "rs": {"population", "elite_candidates", "validation_episodes"},
+             "es": {"population", "sigma", "lr", "l2", "validation_episodes"}}
+ATARI_KEYS = {"game", "sticky_actions", "noop_max", "frameskip"}  # unused by gymnasium ids
+RAY_KEYS = {"ray_address", "ray_actors"}  # used only with engine.backend=ray
+DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+NETS = ("auto", "large", "small", "mlp")
+
+
+def _ranges(cfg: Config) -> list[tuple[str, object, bool, str]]:
+    a, e, g, b = cfg.algo, cfg.env, cfg.engine, cfg.budget
+    return [
+        ("seed", cfg.seed, cfg.seed >= 0, ">= 0"),
+        ("algo.population", a.population, a.population >= 1, ">= 1"),
+        ("algo.sigma", a.sigma, a.sigma is None or a.sigma > 0, "> 0 (or none: the default)"),
+        ("algo.truncation", a.truncation, a.truncation >= 0, ">= 0 (0: automatic)"),
+        ("algo.elite_candidates", a.elite_candidates, a.elite_candidates >= 0, ">= 0"),
+        ("algo.validation_episodes", a.validation_episodes, a.validation_episodes >= 0, ">= 0"),
+        ("algo.lr", a.lr, a.lr > 0, "> 0"),
+        ("algo.l2", a.l2, a.l2 >= 0, ">= 0"),
+        ("env.sticky_actions", e.sticky_actions, 0 <= e.sticky_actions <= 1, "in [0, 1]"),
+        ("env.noop_max", e.noop_max, e.noop_max >= 0, ">= 0"),
+        ("env.frameskip", e.frameskip, e.frameskip >= 1, ">= 1"),
+        ("env.episode_cap", e.episode_cap, e.episode_cap >= 0,
+         ">= 0 (0: no cap, the env's own episode limit)"),
+        ("env.obs_norm", e.obs_norm, e.obs_norm in ("on", "off", "auto"), "on, off or auto"),
+        ("env.obs_stats_fraction", e.obs_stats_fraction, 0 <= e.obs_stats_fraction <= 1,
+         "in [0, 1]"),
+        ("env.action_noise", e.action_noise, e.action_noise is None or e.action_noise >= 0,
+         ">= 0 (or none: the env's default)"),
+        ("engine.device", g.device, bool(DEVICE.match(g.device)), "auto, cpu, cuda or cuda:N"),
+        ("engine.subsets", g.subsets, g.subsets >= 0, ">= 0 (0: automatic)"),
+        ("engine.slots", g.slots, g.slots >= 0, ">= 0 (0: automatic)"),
+        ("engine.env_threads", g.env_threads, g.env_threads >= 0, ">= 0 (0: automatic)"),
+        ("engine.workers", g.workers, g.workers >= 0, ">= 0 (0: automatic)"),
+        ("engine.backend", g.backend, g.backend in ("local", "ray"), "local or ray"),
+        ("engine.ray_actors", g.ray_actors, g.ray_actors >= 0, ">= 0 (0: one per node)"),
+        ("budget.generations", b.generations, b.generations >= 0, ">= 0 (0: no limit)"),
+        ("budget.frames", b.frames, b.frames >= 0, ">= 0 (0: no limit)"),
+    ]
+
+
+def unused(cfg: Config) -> list[tuple[str, str]]:
+    """``(key, why)`` for every key set away from its default that this run would ignore."""
+    d, out = Config(), []
+    if cfg.algo.name in ALGO_KEYS:
+        for f in dataclasses.fields(AlgoConfig):
+            if f.name != "name" and f.name not in ALGO_KEYS[cfg.algo.name] and \
+                    getattr(cfg.algo, f.name) != getattr(d.algo, f.name):
+                out.append((f"algo.{f.name}", f"the {cfg.algo.name} algorithm does not use it"))
+    if cfg.env.id:
+        out += [(f"env.{k}", f"it configures Atari games, and env.id={cfg.env.id!r} is set")
+                for k in sorted(ATARI_KEYS) if getattr(cfg.env, k) != getattr(d.env, k)]
+    elif cfg.env.action_noise not in (None, 0):
+        out.append(("env.action_noise", "Atari actions are discrete"))
+    if cfg.net.name in ("large", "small") and cfg.net.hidden != d.net.hidden:
+        out.append(("net.hidden", f"it sizes the mlp net, and net.name={cfg.net.name!r}"))
+    if cfg.engine.backend != "ray":
+        out += [(f"engine.{k}", "it is used only with --backend ray") for k in sorted(RAY_KEYS)
+                if getattr(cfg.engine, k) != getattr(d.engine, k)]
+    return out
+
+
+def check(cfg: Config) -> None:
+    """Every value in its range, and no key set that the run would silently ignore."""
+    if cfg.net.name not in NETS:
+        raise UnknownName("network", cfg.net.name, NETS)
+    for key, value, ok, allowed in _ranges(cfg):
+        if not ok:
+            raise ConfigError(f"{key} must be {allowed}, got {value!r}")
+    for key, why in unused(cfg):
+        raise ConfigError(f"{key} is set but not used: {why}; remove it from the config or "
+                          "the command line")

@@ -49,6 +49,10 @@ class CheckpointError(NeuroevoError):
     """A checkpoint or run directory is missing, corrupt or from another run."""
 
 
+class StorageError(NeuroevoError):
+    """Writing a file failed (a full disk, no permission); the message names the path."""
+
+
 def check_range(name: str, value, ok: bool, allowed: str) -> None:
     """Raise ``ConfigError`` naming the parameter and its allowed range unless ``ok``."""
     if not ok:

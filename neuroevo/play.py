@@ -41,7 +41,7 @@ def saved_policy(run_dir: RunDir, genome: str = "elite"):
     if genome not in ("elite", "best"):
         raise ConfigError(f"--genome must be elite or best, got {genome!r}")
     cfg = run_dir.load_config()
-    state = run_dir.load()
+    state = run_dir.load(cfg)
     cfg.engine.slots = cfg.engine.subsets = 0  # automatic layout for the play population
     built = build(cfg)
     built.restore(state)

@@ -6,6 +6,7 @@ mean is drawn as a dashed line: the baseline a learning run must clearly beat.
 
 from __future__ import annotations
 
+import io
 import json
 import pathlib
 
@@ -15,44 +16,76 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import EngFormatter
 
-from neuroevo.errors import CheckpointError, UnknownName
+from neuroevo.errors import CheckpointError, ConfigError, UnknownName
+from neuroevo.files import atomic_write
 
 X = {"frames": ("frames", "frames (Atari: emulator frames; gymnasium: env steps)"),
      "generations": ("generation", "generation"),
      "time": ("wall_time", "wall time (s)")}
 
 
-def load(run_dir: str) -> list[dict]:
+FORMATS = (".png", ".pdf", ".svg")
+
+
+def load(run_dir: str, warn=None) -> list[dict]:
+    """The rows of ``RUN_DIR/metrics.jsonl``; a torn last line (a run killed while another
+    program copied the file) is skipped with ``warn(message)``."""
     path = pathlib.Path(run_dir) / "metrics.jsonl"
     try:
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    except (OSError, json.JSONDecodeError) as e:
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as e:
         raise CheckpointError(f"cannot read {path} ({e}); give run directories written by "
                               "'neuroevo run'") from None
+    rows = []
+    for k, line in enumerate(lines):
+        try:
+            row = json.loads(line, parse_constant=_no_constant)
+            if not isinstance(row, dict):
+                raise ValueError("a row is not an object")
+        except ValueError as e:
+            if k == len(lines) - 1 and rows:
+                if warn is not None:
+                    warn(f"{path}: skipped a torn last line ({e})")
+                break
+            raise CheckpointError(f"{path} line {k + 1} is not a metrics row ({e}); give run "
+                                  "directories written by 'neuroevo run'") from None
+        rows.append(row)
     if not rows:
         raise CheckpointError(f"{path} has no generation yet; plot it after its first one")
     return rows
 
 
-def plot_runs(runs: list[str], output: str, x: str = "frames") -> None:
+def _no_constant(name: str):
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _series(rows: list[dict], key: str) -> list[float]:
+    """A metric per row; null (a NaN or infinity when it was written) is a gap."""
+    return [float("nan") if r.get(key) is None else r[key] for r in rows]
+
+
+def plot_runs(runs: list[str], output: str, x: str = "frames", warn=None) -> None:
     """Draw one panel per run into ``output`` (PNG, PDF or SVG by its extension)."""
     if x not in X:
         raise UnknownName("x axis", x, X)
+    if pathlib.Path(output).suffix.lower() not in FORMATS:
+        raise ConfigError(f"-o {output}: the image must end in {', '.join(FORMATS)}")
     key, label = X[x]
-    histories = [load(run) for run in runs]  # read every run before drawing anything
+    histories = [load(run, warn) for run in runs]  # read every run before drawing anything
     fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 4), squeeze=False)
     for ax, run, rows in zip(axes[0], runs, histories, strict=True):
         xs = [r[key] for r in rows]
-        ax.plot(xs, [r["fitness_max"] for r in rows], label="max (1 episode)", alpha=0.6)
-        ax.plot(xs, [r["fitness_mean"] for r in rows], label="population mean")
+        ax.plot(xs, _series(rows, "fitness_max"), label="max (1 episode)", alpha=0.6)
+        ax.plot(xs, _series(rows, "fitness_mean"), label="population mean")
         if "elite_score" in rows[0]:
-            ax.plot(xs, [r["elite_score"] for r in rows], label="elite (validated mean)",
+            ax.plot(xs, _series(rows, "elite_score"), label="elite (validated mean)",
                     linewidth=2.5)
         if "center_score" in rows[0]:
-            ax.plot(xs, [r["center_score"] for r in rows], label="ES centre (mean, own episodes)",
+            ax.plot(xs, _series(rows, "center_score"), label="ES centre (mean, own episodes)",
                     linewidth=2.5)
-        ax.axhline(rows[0]["fitness_mean"], color="gray", linestyle="--",
-                   label="random-init mean (gen 0)")
+        if rows[0].get("fitness_mean") is not None:
+            ax.axhline(rows[0]["fitness_mean"], color="gray", linestyle="--",
+                       label="random-init mean (gen 0)")
         ax.set_title(pathlib.Path(run).name)
         ax.set_xlabel(label)
         ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 250k, 10M
@@ -60,5 +93,7 @@ def plot_runs(runs: list[str], output: str, x: str = "frames") -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(output, dpi=110)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=110, format=pathlib.Path(output).suffix.lower()[1:])
     plt.close(fig)
+    atomic_write(output, buffer.getvalue())

@@ -2,28 +2,28 @@
 
 from __future__ import annotations
 
-import os
-
 SCALARS = ("fitness_max", "fitness_mean", "fitness_min", "elite_score", "center_score", "fps",
            "occupancy",
            "episodes", "wall_time")
 
 
 class TensorBoard:
-    """Scalars of every generation row, against emulator frames, in ``RUN_DIR/tensorboard``.
+    """Scalars of every generation row, against emulator frames, in ``log_dir``.
 
     A no-op when tensorboard is not installed (``pip install tensorboard`` turns it on). On
-    resume, events past the checkpoint (written before a crash) are purged.
+    resume, events past the checkpoint (written before a crash) are purged: those at steps
+    after ``resume_frames``, the step of the last checkpointed row, which is kept.
     """
 
-    def __init__(self, run_dir: str, resume_frames: int = 0):
+    def __init__(self, log_dir: str, resume_frames: int = 0):
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:
             self.writer = None
             return
-        self.writer = SummaryWriter(os.path.join(run_dir, "tensorboard"),
-                                    purge_step=resume_frames or None)
+        # purge_step removes events at steps >= it: the kept row's step stays
+        self.writer = SummaryWriter(log_dir, purge_step=resume_frames + 1 if resume_frames
+                                    else None)
 
     def write(self, row: dict) -> None:
         if self.writer is None:

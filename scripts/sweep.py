@@ -32,7 +32,7 @@ import sys
 
 import numpy as np
 
-from neuroevo.config import Config, override
+from neuroevo.config import Config, check, load, override
 from neuroevo.errors import ConfigError, NeuroevoError
 from neuroevo.files import atomic_write
 from neuroevo.loop import Budget, Totals
@@ -63,8 +63,15 @@ def sample_range(spec: str, rng: np.random.Generator) -> tuple[str, str]:
 
 
 def points(args) -> list[dict[str, str]]:
-    if args.grid and args.random:
+    if args.grid and args.random is not None:
         raise ConfigError("use --grid or --random, not both")
+    if args.random is not None and args.random < 1:
+        raise ConfigError(f"--random takes the number of points, >= 1, got {args.random}")
+    if args.random and not args.range:
+        raise ConfigError("--random N draws from --range key=log|uniform|int:lo:hi; give at "
+                          "least one --range")
+    if args.range and not args.random:
+        raise ConfigError("--range goes with --random N (the number of points to draw)")
     if args.grid:
         grid = [parse_values(g) for g in args.grid]
         return [dict(zip([k for k, _ in grid], combo, strict=True))
@@ -75,13 +82,16 @@ def points(args) -> list[dict[str, str]]:
     raise ConfigError("give the values to sweep: --grid key=v1,v2 or --random N --range ...")
 
 
-def check_point(point: dict, fixed: list[str]) -> None:
-    """Every key and value must be a valid config setting before anything runs."""
-    cfg = Config()
+def check_point(point: dict, fixed: list[str], algo: str, base: str | None) -> None:
+    """Every key and value must be a valid config setting, used by the run, before anything
+    runs."""
+    cfg = load(base) if base else Config()
+    override(cfg, "algo.name", algo)
     for item in fixed:
         override(cfg, *item.split("=", 1))
     for key, value in point.items():
         override(cfg, key, value)  # unknown keys get UnknownName with suggestions there
+    check(cfg)
 
 
 def trial_dir(out: str, index: int, seed: int) -> str:
@@ -180,6 +190,9 @@ def main(argv=None) -> int:
     except NeuroevoError as e:
         print(f"sweep: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # finished trials are kept; the same command continues
+        print("\nsweep: interrupted; run the same command again to continue", file=sys.stderr)
+        return 130
 
 
 def sweep(args) -> int:
@@ -194,9 +207,11 @@ def sweep(args) -> int:
         seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
         raise ConfigError(f"--seeds takes integers like 0,1,2, got {args.seeds!r}") from None
+    if len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ConfigError(f"--seeds takes distinct non-negative integers, got {args.seeds!r}")
     grid = points(args)
     for point in grid:
-        check_point(point, args.set)
+        check_point(point, args.set, args.algo, args.config)
     swept = list(grid[0])
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)

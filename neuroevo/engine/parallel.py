@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from neuroevo.engine.pipeline import EvalResult, Evaluator, default_layout, merge_obs_stats
+from neuroevo.errors import ConfigError
 
 
 class ParallelEvaluator:
@@ -88,6 +89,31 @@ def default_workers(population: int, device: torch.device) -> int:
     return max(1, min(len(os.sched_getaffinity(0)), population // 8))
 
 
+def available_memory(device: torch.device) -> int:
+    """Bytes that new tensors on ``device`` may take (MemAvailable for the CPU)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")  # pragma: no cover
+
+
+def check_fits(num_params: int, workers: int, subsets: int, slots: int,
+               device: torch.device) -> None:
+    """Refuse, before allocating, a slot layout whose float32 parameter storage would not fit
+    in 90% of the memory available (a huge ``engine.slots`` would otherwise swap or hang)."""
+    need = 4 * num_params * workers * subsets * slots
+    have = available_memory(device)
+    if need > 0.9 * have:
+        raise ConfigError(
+            f"the slot layout needs {need / 2**30:,.1f} GiB of parameter storage ({workers} "
+            f"worker(s) x {subsets} subset(s) x {slots} slot(s) x {num_params:,} parameters x "
+            f"4 bytes) but {have / 2**30:,.1f} GiB of {device.type} memory is available; "
+            "lower engine.slots or engine.subsets (0: automatic)")
+
+
 def make_evaluator(policy, make_pool, population: int, device: torch.device, *,
                    workers: int = 0, subsets: int = 0, slots: int = 0, env_threads: int = 0,
                    **options) -> Evaluator | ParallelEvaluator:
@@ -98,6 +124,8 @@ def make_evaluator(policy, make_pool, population: int, device: torch.device, *,
     otherwise (the cores are shared). ``options`` go to every ``Evaluator``."""
     workers = workers or default_workers(population, device)
     auto_subsets, auto_slots = default_layout(-(-population // workers), device)
+    check_fits(policy.spec.num_params, workers, subsets or auto_subsets, slots or auto_slots,
+               device)
     threads = env_threads or (1 if workers > 1 else 0)
     parts = [Evaluator(policy, lambda n: make_pool(n, threads), subsets=subsets or auto_subsets,
                        slots=slots or auto_slots, device=device, **options)

@@ -40,17 +40,26 @@ STAGES = ("env_wait", "reset", "decode", "h2d", "forward", "d2h", "bookkeeping")
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``auto`` -> cuda when available, else cpu; ``cuda`` without CUDA is a clear error."""
+    """``auto`` -> cuda when available, else cpu; ``cuda`` without CUDA, a ``cuda:N`` beyond
+    the devices there are, or any other kind of device is a clear error."""
     name = str(device or "auto")
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {name!r} requested but CUDA is not available; "
-                          "use --device cpu or --device auto")
     try:
-        return torch.device(name)
+        dev = torch.device(name)
     except RuntimeError:
-        raise ConfigError(f"device must be auto, cpu or cuda[:N], got {name!r}") from None
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
+        raise ConfigError(f"device must be auto, cpu or cuda[:N], got {name!r}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {name!r} requested but CUDA is not available; "
+                              "use --device cpu or --device auto")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ConfigError(f"device {name!r} does not exist: this machine has "
+                              f"{torch.cuda.device_count()} CUDA device(s), cuda:0 to "
+                              f"cuda:{torch.cuda.device_count() - 1}")
+    return dev
 
 
 @dataclass

@@ -1,12 +1,12 @@
 """The contract every registered optimizer keeps, whatever its algorithm."""
 
-import io
 
 import numpy as np
 import pytest
 import torch
 
-from neuroevo import GA, OPTIMIZERS, NoiseTable, OpenAIES, Population, RandomSearch
+from neuroevo import GA, OPTIMIZERS, NoiseTable, OpenAIES, Population, RandomSearch, serial
+from neuroevo.checkpoint import STATE_TYPES
 from neuroevo.errors import CheckpointError, ConfigError, StateError
 from neuroevo.optim.schedules import Exponential, Linear
 
@@ -56,16 +56,15 @@ def test_ask_returns_a_population_of_compact_genomes(name):
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 @pytest.mark.parametrize("stop_after", [1, 2, 5])
-def test_state_dict_round_trip_mid_run_gives_identical_asks(name, stop_after):
+def test_state_dict_round_trip_mid_run_gives_identical_asks(name, stop_after, tmp_path):
     straight = make(name)
     drive(straight, stop_after)
-    buffer = io.BytesIO()
-    torch.save(straight.state_dict(), buffer)  # a checkpoint goes through a file
+    path = tmp_path / "state.safetensors"  # a checkpoint goes through a file, as a run's does
+    serial.save_file(str(path), straight.state_dict())
     expected = drive(straight, 6, start=stop_after)
 
     resumed = make(name)
-    buffer.seek(0)
-    resumed.load_state_dict(torch.load(buffer, weights_only=False))
+    resumed.load_state_dict(serial.load_file(str(path), STATE_TYPES)[1])
     assert_same(drive(resumed, 6, start=stop_after), expected)
 
 

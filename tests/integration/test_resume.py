@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-import torch
 
 TINY = ["--game", "pong", "--population", "6", "--episode-cap", "25", "--device", "cpu",
         "--set", "algo.elite_candidates=2", "--set", "algo.validation_episodes=2",
@@ -95,15 +94,18 @@ def test_resume_es_on_mujoco_keeps_the_observation_statistics(tmp_path):
               "net.hidden=16,16", "--set", "env.obs_stats_fraction=0.5", "--set",
               "algo.validation_episodes=2", "--no-progress"]
     straight_and_resumed(tmp_path, "es", hopper, stop=1, total=3)
-    saved = torch.load(tmp_path / "b" / "policy.pt")
-    assert saved["obs_norm"]["mean"].shape == (11,) and saved["obs_norm"]["clip"] == 5.0
+    from neuroevo.policy.export import load_policy
+    saved = load_policy(str(tmp_path / "b" / "policy.safetensors"))
+    assert saved.mean.shape == (11,) and saved.clip == 5.0 and not saved.arch["discrete"]
 
 
 def test_resume_of_a_run_stopped_before_its_first_checkpoint_starts_it_again(tmp_path):
     from neuroevo.checkpoint import RunDir
     from neuroevo.config import Config
 
-    RunDir(str(tmp_path / "r")).create(Config())  # what a run killed in generation 0 leaves
+    killed = RunDir(str(tmp_path / "r"))
+    killed.create(Config())  # what a run killed in generation 0 leaves
+    killed.unlock()  # as its end would
     out = neuroevo("run", "ga", *TINY, "--generations", "1", "--run-dir", "r", "--resume",
                    cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -119,8 +121,8 @@ def test_resume_errors_are_one_line_exit_2(tmp_path):
     assert out.returncode == 2 and "not a neuroevo run directory" in out.stderr
     out = neuroevo("run", "ga", *TINY, "--generations", "1", "--run-dir", "r", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    (tmp_path / "r" / "checkpoint" / "state.pt").write_bytes(b"garbage")
+    (tmp_path / "r" / "checkpoint" / "state.safetensors").write_bytes(b"garbage")
     out = neuroevo("resume", "r", cwd=tmp_path)
-    assert out.returncode == 2 and "checkpoint r/checkpoint/state.pt is corrupt" in out.stderr
+    assert out.returncode == 2 and "r/checkpoint/state.safetensors is not a neuroevo state file" in out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert len(rows(tmp_path / "r")) == 1  # the metrics already written are kept

@@ -1,0 +1,81 @@
+"""A run's policy as one safetensors file that any PyTorch program can load without pickle.
+
+``policy.safetensors`` holds the network's named tensors (``module.state_dict()`` names),
+the observation normaliser's ``obs_norm.mean`` / ``obs_norm.std`` when the run has one,
+and JSON metadata: the architecture (net, observation shape, outputs, hidden sizes), the
+action head (``discrete`` argmax, or outputs clipped to ``[low, high]``), the clip of the
+normalised observations and the generation. ``load_policy`` rebuilds it as a module:
+
+>>> # policy = load_policy("runs/ga-pong-.../policy.safetensors")
+>>> # action = policy.act(torch.as_tensor(obs[None]))  # obs as the env gives it
+"""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from torch import nn
+
+from neuroevo.errors import CheckpointError
+from neuroevo.policy.nets import build_template
+from neuroevo.serial import read_file
+
+FORMAT = "neuroevo.policy/1"
+
+
+def policy_bytes(params: dict[str, torch.Tensor], arch: dict, generation: int,
+                 obs_norm=None) -> bytes:
+    """The file's bytes: ``params`` by name, ``arch`` (see ``Built.arch``), the normaliser."""
+    from safetensors.torch import save
+
+    tensors = {k: v.detach().cpu().contiguous().clone() for k, v in params.items()}
+    meta = {"format": FORMAT, "arch": json.dumps(arch), "generation": str(generation)}
+    if obs_norm is not None:
+        tensors["obs_norm.mean"] = obs_norm.mean.float().contiguous()
+        tensors["obs_norm.std"] = obs_norm.std.float().contiguous()
+        meta["obs_norm_clip"] = repr(float(obs_norm.clip))
+    return save(tensors, metadata=meta)
+
+
+class SavedPolicy(nn.Module):
+    """The trained network with its observation normalisation and action head."""
+
+    def __init__(self, net: nn.Module, arch: dict, mean=None, std=None, clip: float = 5.0):
+        super().__init__()
+        self.net, self.arch, self.clip = net, arch, clip
+        self.register_buffer("mean", mean)
+        self.register_buffer("std", std)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Network outputs (logits or actions before clipping) for a batch ``[B, *obs]``."""
+        if self.mean is not None:
+            obs = ((obs.float() - self.mean) / self.std).clamp(-self.clip, self.clip)
+        return self.net(obs)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor) -> torch.Tensor:
+        """Actions as the engine takes them: argmax, or clipped to the action bounds."""
+        out = self(obs)
+        if self.arch["discrete"]:
+            return out.argmax(-1)
+        low = torch.as_tensor(self.arch["action_low"], dtype=out.dtype)
+        high = torch.as_tensor(self.arch["action_high"], dtype=out.dtype)
+        return torch.maximum(torch.minimum(out, high), low)
+
+
+def load_policy(path: str) -> SavedPolicy:
+    """The policy in ``path``, read as JSON and raw tensors only (nothing is unpickled)."""
+    meta, tensors = read_file(path)
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"{path} has format {meta.get('format')!r}, expected {FORMAT!r}")
+    try:
+        arch = json.loads(meta["arch"])
+        net, _ = build_template(arch["net"], tuple(arch["obs_shape"]), arch["num_outputs"],
+                                tuple(arch["hidden"]) or None)
+        mean, std = tensors.pop("obs_norm.mean", None), tensors.pop("obs_norm.std", None)
+        net.load_state_dict(tensors)
+        clip = float(meta.get("obs_norm_clip", "5.0"))
+    except (KeyError, ValueError, TypeError, RuntimeError) as e:
+        raise CheckpointError(f"{path} does not describe a neuroevo policy ({e})") from None
+    return SavedPolicy(net, arch, mean, std, clip).eval()

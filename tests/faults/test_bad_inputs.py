@@ -1,0 +1,112 @@
+"""Every bad input: one line naming the problem and the fix, exit 2, no traceback, nothing
+written. Driven through ``neuroevo.cli.main`` in this process (a few through a subprocess, for
+the real exit status)."""
+
+import pytest
+from faultkit import CARTPOLE, neuroevo, one_line_error
+
+from neuroevo import cli
+
+RUN = ["run", "ga", *CARTPOLE, "--generations", "1"]
+CASES = [
+    # keys the chosen algorithm or env does not use
+    (["run", "rs", *CARTPOLE, "--set", "algo.sigma=0.1"], "algo.sigma is set but not used"),
+    (["run", "rs", *CARTPOLE, "--set", "algo.truncation=3"], "algo.truncation is set but not"),
+    (["run", "es", *CARTPOLE, "--set", "algo.truncation=3"], "the es algorithm does not use"),
+    (["run", "ga", *CARTPOLE, "--set", "algo.lr=0.1"], "algo.lr is set but not used"),
+    ([*RUN, "--set", "env.noop_max=5"], "env.noop_max is set but not used"),
+    ([*RUN, "--set", "env.frameskip=2"], "it configures Atari games"),
+    (["run", "ga", "--game", "pong", "--set", "env.action_noise=0.1"], "discrete"),
+    (["run", "ga", "--game", "pong", "--net", "large", "--set", "net.hidden=8"], "net.hidden"),
+    ([*RUN, "--ray-actors", "2"], "only with --backend ray"),
+    ([*RUN, "--ray-address", "auto"], "engine.ray_address is set but not used"),
+    # budgets and caps
+    ([*RUN[:-2], "--generations", "-1"], "budget.generations must be >= 0"),
+    ([*RUN, "--frames", "-5"], "budget.frames must be >= 0"),
+    ([*RUN, "--episode-cap", "-1"], "env.episode_cap must be >= 0 (0: no cap"),
+    (["resume", "r", "--generations", "-2"], "--generations must be >= 0"),
+    # floats: inf and nan, anywhere
+    ([*RUN, "--set", "algo.sigma=nan"], "algo.sigma must be a finite number"),
+    ([*RUN, "--set", "algo.sigma=inf"], "finite"),
+    (["run", "es", *CARTPOLE, "--set", "algo.lr=-inf"], "finite"),
+    ([*RUN, "--set", "env.obs_stats_fraction=NaN"], "finite"),
+    # ranges
+    ([*RUN, "--population", "0"], "algo.population must be >= 1"),
+    ([*RUN, "--seed", "-1"], "seed must be >= 0"),
+    ([*RUN, "--set", "env.sticky_actions=1.5"], "env.sticky_actions must be in [0, 1]"),
+    ([*RUN, "--set", "engine.workers=-1"], "engine.workers must be >= 0"),
+    ([*RUN, "--set", "env.obs_norm=maybe"], "env.obs_norm must be on, off or auto"),
+    ([*RUN, "--backend", "spark"], "engine.backend must be local or ray"),
+    # devices
+    ([*RUN, "--device", "mps"], "engine.device must be auto, cpu, cuda or cuda:N"),
+    ([*RUN, "--device", "cuda:x"], "engine.device must be"),
+    ([*RUN, "--device", "cuda:7"], "cuda:7"),
+    # a slot layout that cannot fit memory: refused before allocating
+    ([*RUN, "--set", "engine.slots=10000000"], "the slot layout needs"),
+    # bench, plot
+    (["bench", "--seconds", "0"], "--seconds must be > 0"),
+    (["bench", "--rounds", "0"], "--rounds must be >= 1"),
+    (["bench", "--workers", "-1"], "--workers must be >= 0"),
+    (["bench", "--net", "mlp"], "unknown network for an Atari bench"),
+    (["bench", "--json", "nowhere/b.json"], "its directory does not exist"),
+    (["plot", "r", "-o", "x.xyz"], "the image must end in .png, .pdf, .svg"),
+    # config files
+    (["run", "ga", "--config", "missing.yaml"], "cannot read config file missing.yaml"),
+    (["run", "ga", "--set", "algo.populaton=3"], "did you mean 'algo.population'"),
+    (["run", "ga", "--set", "seed"], "--set takes key=value"),
+]
+CONFIGS = [("algo:\n  population: yes\n", "algo.population must be int, got 'yes'"),
+           ("algo:\n  population: true\n", "got the boolean True"),
+           ("algo:\n  sigma: .nan\n", "algo.sigma must be a finite number"),
+           ("env:\n  episode_cap: -3\n", "env.episode_cap must be >= 0"),
+           ("- a list\n", "must be a mapping"),
+           ("algo: [1, 2\n", "is not valid YAML")]
+
+
+def _run_main(argv, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = cli.main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    return code, err
+
+
+@pytest.mark.parametrize("argv,needle", CASES, ids=[" ".join(c[0][:1] + c[0][-2:])
+                                                     for c in CASES])
+def test_bad_command_lines(tmp_path, monkeypatch, capsys, argv, needle):
+    code, err = _run_main(argv, tmp_path, monkeypatch, capsys)
+    assert code == 2 and len(err) == 1 and needle in err[0], (code, err)
+    assert not any(tmp_path.iterdir()), list(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize("text,needle", CONFIGS)
+def test_bad_config_files(tmp_path, monkeypatch, capsys, text, needle):
+    (tmp_path / "c.yaml").write_text(text)
+    code, err = _run_main(["run", "ga", "--config", "c.yaml"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and len(err) == 1 and needle in err[0], (code, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+
+
+def test_yaml_on_and_off_are_names_not_booleans(tmp_path):
+    from neuroevo.config import load
+
+    (tmp_path / "c.yaml").write_text("env:\n  obs_norm: on\n  id: CartPole-v1\n")
+    assert load(str(tmp_path / "c.yaml")).env.obs_norm == "on"
+    (tmp_path / "c.yaml").write_text("env:\n  obs_norm: off\n")
+    assert load(str(tmp_path / "c.yaml")).env.obs_norm == "off"
+
+
+def test_episode_cap_0_means_the_envs_own_limit(tmp_path):
+    out = neuroevo("run", "ga", *CARTPOLE, "--generations", "1", "--episode-cap", "0",
+                   "--run-dir", "r", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    capped = neuroevo("run", "ga", *CARTPOLE, "--generations", "1", "--episode-cap", "20",
+                      "--run-dir", "c", cwd=tmp_path)
+    import json
+    full = json.loads((tmp_path / "r" / "metrics.jsonl").read_text())
+    short = json.loads((tmp_path / "c" / "metrics.jsonl").read_text())
+    assert capped.returncode == 0 and short["fitness_max"] <= 20 < full["fitness_max"] <= 500
+
+
+def test_a_bad_input_through_a_real_process_is_exit_2(tmp_path):
+    one_line_error(neuroevo(*RUN, "--set", "algo.sigma=inf", cwd=tmp_path), "finite")
+    assert not any(tmp_path.iterdir())
