@@ -65,6 +65,8 @@ class EngineConfig:
     backend: str = "local"  # local | ray (episodes in Ray actors, seed-only messages)
     ray_address: str = ""  # Ray cluster: auto | HOST:PORT (empty: start one on this machine)
     ray_actors: int = 0  # Ray actors, each with a pipelined evaluator (0: one per node)
+    ray_timeout: float = 120.0  # seconds an actor may go without progress before it is
+    # declared dead and replaced (its members run again elsewhere)
 
 
 @dataclass
@@ -207,7 +209,8 @@ ALGO_KEYS = {"ga": {"population", "sigma", "truncation", "elite_candidates",
              "rs": {"population", "elite_candidates", "validation_episodes"},
              "es": {"population", "sigma", "lr", "l2", "validation_episodes"}}
 ATARI_KEYS = {"game", "sticky_actions", "noop_max", "frameskip"}  # unused by gymnasium ids
-RAY_KEYS = {"ray_address", "ray_actors"}  # used only with engine.backend=ray
+RAY_KEYS = {"ray_address", "ray_actors", "ray_timeout"}  # used only with engine.backend=ray
+RAY_ADDRESS = re.compile(r"^(|auto|(ray://)?[^\s:/]+:\d{1,5})$")
 DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 NETS = ("auto", "large", "small", "mlp")
 
@@ -240,6 +243,9 @@ def _ranges(cfg: Config) -> list[tuple[str, object, bool, str]]:
         ("engine.workers", g.workers, g.workers >= 0, ">= 0 (0: automatic)"),
         ("engine.backend", g.backend, g.backend in ("local", "ray"), "local or ray"),
         ("engine.ray_actors", g.ray_actors, g.ray_actors >= 0, ">= 0 (0: one per node)"),
+        ("engine.ray_address", g.ray_address, bool(RAY_ADDRESS.match(g.ray_address)),
+         "auto, HOST:PORT or ray://HOST:PORT (empty: a Ray instance on this machine)"),
+        ("engine.ray_timeout", g.ray_timeout, g.ray_timeout > 0, "> 0 seconds"),
         ("budget.generations", b.generations, b.generations >= 0, ">= 0 (0: no limit)"),
         ("budget.frames", b.frames, b.frames >= 0, ">= 0 (0: no limit)"),
     ]

@@ -28,6 +28,7 @@ import itertools
 import json
 import math
 import os
+import signal
 import sys
 
 import numpy as np
@@ -185,6 +186,12 @@ def main(argv=None) -> int:
     p.add_argument("--cpus-per-trial", type=int, default=1)
     p.add_argument("--ray-address", default="", metavar="auto|HOST:PORT")
     args = p.parse_args(argv)
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt  # SIGTERM and SIGHUP end the sweep as Ctrl-C does
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop)
     try:
         return sweep(args)
     except NeuroevoError as e:

@@ -19,5 +19,5 @@ def build_run(cfg: Config) -> Built:
 
     built = build(cfg, local=False)
     built.evaluator = RayEvaluator(cfg, built.optimizer, built.obs_norm, actors=e.ray_actors,
-                                   address=e.ray_address)
+                                   address=e.ray_address, timeout=e.ray_timeout)
     return built

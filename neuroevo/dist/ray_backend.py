@@ -29,6 +29,10 @@ import collections
 import dataclasses
 import os
 import pickle
+import signal
+import socket
+import sys
+import threading
 import time
 import zlib
 
@@ -36,7 +40,12 @@ import numpy as np
 import torch
 
 from neuroevo.engine.pipeline import EvalResult, merge_obs_stats
-from neuroevo.errors import DependencyNotInstalled, WorkerError
+from neuroevo.errors import ConfigError, DependencyNotInstalled, WorkerError
+
+
+_LOOPBACK = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray's node address is 127.0.0.1
+_started_here = False  # this process started the Ray instance (and shuts it down)
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _ray():
@@ -47,16 +56,58 @@ def _ray():
     return ray
 
 
+def _reachable(address: str) -> None:
+    """Fail in seconds, not after Ray's minutes of retries, when HOST:PORT does not answer."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except (OSError, ValueError) as e:
+        reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        raise ConfigError(f"cannot reach the Ray cluster at {address} ({reason}); check the "
+                          "address and that 'ray status' works on that machine") from None
+
+
 def init(address: str = "") -> None:
-    """Join the Ray cluster at ``address``, or start one sized to this machine."""
+    """Join the Ray cluster at ``address`` (``auto``, ``HOST:PORT``, ``ray://HOST:PORT``), or
+    start a new local instance: explicitly (``address="local"``, so it never joins a cluster
+    that ``RAY_ADDRESS`` or ``ray start`` left around), sized to this machine, with every
+    server on 127.0.0.1 and no dashboard."""
+    global _started_here
+    if "ray" not in sys.modules and not address:
+        os.environ[_LOOPBACK] = "0"  # read when ray is imported; Ray's processes inherit it
     ray = _ray()
     if ray.is_initialized():
         return
-    if address:
-        ray.init(address=address, log_to_driver=False, logging_level="warning")
-    else:
-        ray.init(num_cpus=len(os.sched_getaffinity(0)), include_dashboard=False,
-                 log_to_driver=False, object_store_memory=256 << 20, logging_level="warning")
+    if address and address != "auto":
+        _reachable(address)
+    # Ray installs its own handlers for SIGTERM (and others) in the driver; the caller's
+    # (the CLI's: stop at once, keep the checkpoint, exit 143) are put back afterwards.
+    main = threading.current_thread() is threading.main_thread()
+    handlers = {s: signal.getsignal(s) for s in _SIGNALS} if main else {}
+    try:
+        if address:
+            ray.init(address=address, log_to_driver=False, logging_level="error")
+        else:
+            ray.init(address="local", num_cpus=len(os.sched_getaffinity(0)),
+                     include_dashboard=False, log_to_driver=False,
+                     object_store_memory=256 << 20, logging_level="error")
+            _started_here = True
+    except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"cannot start or join Ray at {address or 'this machine'!r} "
+                          f"({first}); check --ray-address") from None
+    finally:
+        for s, handler in handlers.items():
+            if handler is not None:
+                signal.signal(s, handler)
+
+
+def shutdown() -> None:
+    """Stop the Ray instance this process started (a joined cluster stays up)."""
+    global _started_here
+    if _started_here:
+        _ray().shutdown()
+        _started_here = False
 
 
 def _canonical(x, out: list) -> None:
@@ -153,22 +204,30 @@ class RayEvaluator:
         max_replacements: actors that may be replaced within one generation before the
             failure is reported (an actor that dies while starting would otherwise be
             replaced for ever).
+        timeout: seconds an actor with work may go without returning a chunk before it is
+            declared dead (a hung node, a stopped process), killed and replaced; also how long
+            new actors may take to start.
         on_chunk: called as ``on_chunk(self, actor_index)`` after each chunk (tests inject
             faults with it).
     """
 
     def __init__(self, cfg, optimizer, obs_norm=None, *, actors: int = 0, address: str = "",
                  chunks_per_actor: int = 4, max_replacements: int | None = None,
-                 on_chunk=None):
+                 timeout: float = 120.0, on_chunk=None):
         from neuroevo.config import to_dict
 
+        init(address)  # first: it sets what ray reads when imported
         ray = _ray()
-        init(address)
         self.cfg, self.optimizer, self.obs_norm = to_dict(cfg), optimizer, obs_norm
         nodes = [n for n in ray.nodes() if n.get("Alive")]
-        total = int(ray.cluster_resources().get("CPU", 1))
+        total = int(ray.cluster_resources().get("CPU", 0))
         self.num_actors = actors or len(nodes)
+        if self.num_actors > total:  # Ray would wait for CPUs that never come
+            shutdown()
+            raise ConfigError(f"{self.num_actors} Ray actors need a CPU each but the cluster has "
+                              f"{total}; use --ray-actors {max(total, 1)} or fewer")
         self.cpus = max(1, total // self.num_actors)
+        self.timeout = timeout
         self.gpus = (ray.cluster_resources().get("GPU", 0) / self.num_actors
                      if cfg.engine.device != "cpu" else 0)
         self.chunks_per_actor, self.on_chunk = chunks_per_actor, on_chunk
@@ -212,7 +271,11 @@ class RayEvaluator:
         ray = _ray()
         fresh = [self._spawn() for _ in range(self.num_actors - len(self.actors))]
         try:
-            ray.get([a.pid.remote() for a in fresh])
+            ray.get([a.pid.remote() for a in fresh], timeout=self.timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise WorkerError(f"Ray actors did not start within {self.timeout:g} s (each needs "
+                              f"{self.cpus} CPU(s)); check 'ray status' or lower --ray-actors"
+                              ) from None
         except ray.exceptions.RayError as e:
             raise WorkerError(f"Ray actors failed to start: {getattr(e, 'cause', e)}") from None
 
@@ -242,6 +305,7 @@ class RayEvaluator:
         stats: dict = {}
         timings: dict = {}
         flight: dict = {}  # object ref -> (actor, chunk)
+        alive: dict = {}  # actor -> when it last returned a chunk or got work while idle
 
         def top_up() -> None:
             """Keep two chunks with every started actor: one running, one queued."""
@@ -258,6 +322,8 @@ class RayEvaluator:
                     chunk)
             comm += len(pickle.dumps(args))
             self._sent[actor] = self._log_end
+            if not any(a is actor for a, _ in flight.values()):
+                alive[actor] = time.monotonic()  # an idle actor's clock starts with its work
             flight[actor.evaluate.remote(*args)] = (actor, chunk)
 
         def lost(actor, error) -> None:
@@ -273,6 +339,7 @@ class RayEvaluator:
             self._starting = {r: a for r, a in self._starting.items() if a is not actor}
             self.actors.remove(actor)
             del self._sent[actor]
+            alive.pop(actor, None)
             try:
                 ray.kill(actor, no_restart=True)  # it may be unreachable, not dead
             except Exception:  # noqa: BLE001 - already gone
@@ -280,10 +347,24 @@ class RayEvaluator:
             self.replaced += 1
             new = self._spawn()
             self._starting[new.pid.remote()] = new  # gets work once it answers
+            alive[new] = time.monotonic()
+
+        def hung() -> list:
+            """Actors with work in flight (or starting) and no progress for ``timeout``."""
+            now = time.monotonic()
+            busy = {a for a, _ in flight.values()} | set(self._starting.values())
+            return [a for a in busy if now - alive.get(a, now) > self.timeout]
 
         top_up()
         while flight or queue:
-            [ref], _ = ray.wait([*flight, *self._starting], num_returns=1)
+            ready, _ = ray.wait([*flight, *self._starting], num_returns=1,
+                                timeout=min(1.0, self.timeout / 4))
+            if not ready:
+                for actor in hung():
+                    lost(actor, f"no progress for {self.timeout:g} s")
+                top_up()
+                continue
+            [ref] = ready
             if ref in self._starting:
                 actor = self._starting.pop(ref)
                 try:
@@ -304,6 +385,7 @@ class RayEvaluator:
                 raise WorkerError(f"Ray actor {self.actors.index(actor)} failed: "
                                   f"{getattr(e, 'cause', e)}") from None
             comm += len(pickle.dumps(reply))
+            alive[actor] = time.monotonic()
             indices, f, s, fr, st, occ, tm = reply
             fresh = self.counts[indices] == 0  # a member's first result is the one kept
             self.counts[indices] += fresh
@@ -328,6 +410,8 @@ class RayEvaluator:
         return EvalResult(fitness, steps, frames, wall, timings, occupancy / n, stats, comm)
 
     def close(self) -> None:
+        """Kill the actors, and stop the Ray instance if this process started it: no Ray
+        process outlives the driver."""
         ray = _ray()
         for actor in self.actors:
             try:
@@ -335,6 +419,7 @@ class RayEvaluator:
             except Exception:  # noqa: BLE001 - already gone
                 pass
         self.actors, self._sent, self._starting = [], {}, {}
+        shutdown()
 
 
 def run_commands(commands: list[list[str]], cpus: int = 1, address: str = "",
@@ -344,8 +429,8 @@ def run_commands(commands: list[list[str]], cpus: int = 1, address: str = "",
     finishes (sweeps use it; give absolute paths for a cluster's shared storage)."""
     import subprocess
 
-    ray = _ray()
     init(address)
+    ray = _ray()
 
     @ray.remote(num_cpus=cpus)
     def run(command: list[str]) -> tuple[int, str]:
@@ -354,7 +439,10 @@ def run_commands(commands: list[list[str]], cpus: int = 1, address: str = "",
         return out.returncode, out.stderr[-2000:]
 
     pending = {run.remote(c): i for i, c in enumerate(commands)}
-    while pending:
-        [ref], _ = ray.wait(list(pending), num_returns=1)
-        code, err = ray.get(ref)
-        yield pending.pop(ref), code, err
+    try:
+        while pending:
+            [ref], _ = ray.wait(list(pending), num_returns=1)
+            code, err = ray.get(ref)
+            yield pending.pop(ref), code, err
+    finally:
+        shutdown()

@@ -41,6 +41,12 @@ CASES = [
     ([*RUN, "--device", "mps"], "engine.device must be auto, cpu, cuda or cuda:N"),
     ([*RUN, "--device", "cuda:x"], "engine.device must be"),
     ([*RUN, "--device", "cuda:7"], "cuda:7"),
+    # Ray addresses: malformed, or nothing listening there
+    ([*RUN, "--backend", "ray", "--ray-address", "garbage"],
+     "engine.ray_address must be auto, HOST:PORT or ray://HOST:PORT"),
+    ([*RUN, "--backend", "ray", "--ray-address", "127.0.0.1:1"],
+     "cannot reach the Ray cluster at 127.0.0.1:1"),
+    ([*RUN, "--backend", "ray", "--set", "engine.ray_timeout=0"], "engine.ray_timeout must be"),
     # a slot layout that cannot fit memory: refused before allocating
     ([*RUN, "--set", "engine.slots=10000000"], "the slot layout needs"),
     # bench, plot

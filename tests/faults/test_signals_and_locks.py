@@ -55,3 +55,21 @@ def test_default_run_directories_never_collide(tmp_path):
         assert proc.returncode == 0, err
     runs = sorted(p.name for p in (tmp_path / "runs").iterdir())
     assert len(runs) == 2 and all(r.startswith("ga-CartPole-v1-s7-") for r in runs), runs
+
+
+@pytest.mark.slow
+def test_an_interrupted_sweep_prints_no_traceback_and_continues(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sweep = Path(__file__).resolve().parents[2] / "scripts" / "sweep.py"
+    args = [sys.executable, str(sweep), "s", "--algo", "ga", "--set", "env.id=CartPole-v1",
+            "--set", "engine.device=cpu", "--set", "net.hidden=16,16",
+            "--grid", "algo.population=10,12", "--generations", "200"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    wait_for_rows(tmp_path / "s" / "trial-000-seed0", 1, proc)
+    code, err = terminate(proc, signal.SIGINT)
+    assert code == 130 and "Traceback" not in err, err
+    assert "run the same command again to continue" in err

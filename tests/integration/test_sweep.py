@@ -55,3 +55,18 @@ def test_bad_sweeps_are_one_line_errors(tmp_path):
     out = sweep("c", cwd=tmp_path)
     assert out.returncode == 2 and "--generations N or --frames N" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--random", "3"], "give at least one --range"),
+    (["--random", "0", "--range", "algo.sigma=log:0.01:0.1"], "--random takes the number of"),
+    (["--range", "algo.sigma=log:0.01:0.1", "--grid", "algo.sigma=0.1"], "--range goes with"),
+    (["--grid", "algo.sigma=0.1", "--seeds", "0,1,0"], "--seeds takes distinct"),
+    (["--grid", "algo.truncation=2,3"], "algo.truncation is set but not used")])
+def test_more_bad_sweeps(tmp_path, args, needle):
+    out = subprocess.run([sys.executable, str(SWEEP), "s", "--algo", "es", "--set",
+                          "env.id=CartPole-v1", "--generations", "1", *args],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and needle in lines[0], out.stderr
+    assert not (tmp_path / "s").exists()
