@@ -205,8 +205,8 @@ class RayEvaluator:
             failure is reported (an actor that dies while starting would otherwise be
             replaced for ever).
         timeout: seconds an actor with work may go without returning a chunk before it is
-            declared dead (a hung node, a stopped process), killed and replaced; also how long
-            new actors may take to start.
+            declared dead (a hung node, a stopped process), killed and replaced. New actors
+            (which build the run's envs and networks) may take ``max(timeout, 60)`` s to start.
         on_chunk: called as ``on_chunk(self, actor_index)`` after each chunk (tests inject
             faults with it).
     """
@@ -228,6 +228,7 @@ class RayEvaluator:
                               f"{total}; use --ray-actors {max(total, 1)} or fewer")
         self.cpus = max(1, total // self.num_actors)
         self.timeout = timeout
+        self.start_timeout = max(timeout, 60.0)
         self.gpus = (ray.cluster_resources().get("GPU", 0) / self.num_actors
                      if cfg.engine.device != "cpu" else 0)
         self.chunks_per_actor, self.on_chunk = chunks_per_actor, on_chunk
@@ -271,9 +272,10 @@ class RayEvaluator:
         ray = _ray()
         fresh = [self._spawn() for _ in range(self.num_actors - len(self.actors))]
         try:
-            ray.get([a.pid.remote() for a in fresh], timeout=self.timeout)
+            ray.get([a.pid.remote() for a in fresh], timeout=self.start_timeout)
         except ray.exceptions.GetTimeoutError:
-            raise WorkerError(f"Ray actors did not start within {self.timeout:g} s (each needs "
+            raise WorkerError(f"Ray actors did not start within {self.start_timeout:g} s (each "
+                              "needs "
                               f"{self.cpus} CPU(s)); check 'ray status' or lower --ray-actors"
                               ) from None
         except ray.exceptions.RayError as e:
@@ -350,10 +352,13 @@ class RayEvaluator:
             alive[new] = time.monotonic()
 
         def hung() -> list:
-            """Actors with work in flight (or starting) and no progress for ``timeout``."""
+            """Actors with work in flight and no progress for ``timeout``, or starting for
+            longer than ``start_timeout``."""
             now = time.monotonic()
-            busy = {a for a, _ in flight.values()} | set(self._starting.values())
-            return [a for a in busy if now - alive.get(a, now) > self.timeout]
+            starting = set(self._starting.values())
+            busy = {a for a, _ in flight.values()} | starting
+            return [a for a in busy if now - alive.get(a, now) >
+                    (self.start_timeout if a in starting else self.timeout)]
 
         top_up()
         while flight or queue:

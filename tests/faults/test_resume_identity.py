@@ -8,14 +8,6 @@ from faultkit import CARTPOLE, neuroevo, one_line_error, rows
 from safetensors.torch import load_file
 
 
-@pytest.fixture(scope="module")
-def two(tmp_path_factory):
-    cwd = tmp_path_factory.mktemp("two")
-    out = neuroevo("run", "ga", *CARTPOLE, "--generations", "2", "--run-dir", "r", cwd=cwd)
-    assert out.returncode == 0, out.stderr
-    return cwd / "r"
-
-
 @pytest.mark.parametrize("edit,shown", [
     (("env:\n  game: breakout\n  id: CartPole-v1", "env:\n  game: pong\n  id: CartPole-v1"),
      "env.game: 'breakout' -> 'pong'"),

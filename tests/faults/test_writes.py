@@ -16,18 +16,10 @@ def copy_run(src, dst):
     return dst
 
 
-@pytest.fixture(scope="module")
-def two_generations(tmp_path_factory):
-    cwd = tmp_path_factory.mktemp("two")
-    out = neuroevo("run", "ga", *CARTPOLE, "--generations", "2", "--run-dir", "r", cwd=cwd)
-    assert out.returncode == 0, out.stderr
-    return cwd / "r"
-
-
 @pytest.mark.parametrize("name", ["metrics.csv", "metrics.csv.tmp", "elite.json",
                                   "checkpoint/state.safetensors.tmp"])
-def test_a_planted_symlink_is_never_written_through(tmp_path, two_generations, straight, name):
-    run = copy_run(two_generations, tmp_path / "r")
+def test_a_planted_symlink_is_never_written_through(tmp_path, two, straight, name):
+    run = copy_run(two, tmp_path / "r")
     victim = tmp_path / "victim"
     victim.write_text("precious")
     link = run / name
@@ -42,8 +34,8 @@ def test_a_planted_symlink_is_never_written_through(tmp_path, two_generations, s
 
 
 @pytest.mark.parametrize("name", ["checkpoint", "tensorboard"])
-def test_a_symlinked_directory_in_a_run_is_refused(tmp_path, two_generations, name):
-    run = copy_run(two_generations, tmp_path / "r")
+def test_a_symlinked_directory_in_a_run_is_refused(tmp_path, two, name):
+    run = copy_run(two, tmp_path / "r")
     elsewhere = tmp_path / "elsewhere"
     shutil.move(run / name, elsewhere)
     (run / name).symlink_to(elsewhere)
@@ -96,9 +88,9 @@ def test_a_full_disk_is_one_line_keeps_the_checkpoint_and_resumes(tmp_path, stra
         subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
-def test_a_failed_write_mid_run_keeps_the_checkpoint_and_resumes(tmp_path, two_generations,
+def test_a_failed_write_mid_run_keeps_the_checkpoint_and_resumes(tmp_path, two,
                                                                  straight, monkeypatch, capsys):
-    run = copy_run(two_generations, tmp_path / "r")
+    run = copy_run(two, tmp_path / "r")
     state = (run / "checkpoint" / "state.safetensors").read_bytes()
     real_fsync = os.fsync
 
@@ -119,8 +111,8 @@ def test_a_failed_write_mid_run_keeps_the_checkpoint_and_resumes(tmp_path, two_g
     assert rows(run) == rows(straight)
 
 
-def test_stale_temporary_files_are_removed_on_resume(tmp_path, two_generations):
-    run = copy_run(two_generations, tmp_path / "r")
+def test_stale_temporary_files_are_removed_on_resume(tmp_path, two):
+    run = copy_run(two, tmp_path / "r")
     stale = run / "checkpoint" / f"{files.TMP_PREFIX}killed.tmp"  # what kill -9 can leave
     stale.write_bytes(b"half a checkpoint")
     assert neuroevo("resume", "r", "--generations", "3", cwd=tmp_path).returncode == 0
@@ -143,3 +135,34 @@ def test_an_unwritable_or_file_run_dir_is_one_line(tmp_path):
     finally:
         if mount.returncode == 0:
             subprocess.run(["umount", "-l", str(ro)], check=False)
+
+
+def test_metrics_are_strict_json_with_null_for_nan_and_inf(tmp_path):
+    import json
+
+    from neuroevo.checkpoint import RunDir
+
+    run = RunDir(str(tmp_path))
+    run.write_metrics([{"generation": 0, "frames": 10, "fitness_max": float("nan"),
+                        "fitness_mean": float("-inf"), "timings": {"env_wait": float("inf")},
+                        "elite_score": 3.5}])
+
+    def strict(name):
+        raise ValueError(f"non-standard JSON constant {name}")
+
+    row = json.loads((tmp_path / "metrics.jsonl").read_text(), parse_constant=strict)
+    assert row["fitness_max"] is None and row["fitness_mean"] is None
+    assert row["timings"] == {"env_wait": None} and row["elite_score"] == 3.5
+    assert (tmp_path / "metrics.csv").read_text().splitlines()[1].startswith("0,10,,,")
+
+
+def test_plot_skips_a_torn_last_line_with_a_warning(tmp_path, two):
+    run = copy_run(two, tmp_path / "r")
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"generation": 2, "frames": 12')  # a copy taken mid-write
+    out = neuroevo("plot", "r", "-o", "c.png", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "warning" in out.stderr and "torn last line" in out.stderr
+    assert (tmp_path / "c.png").stat().st_size > 0
+    (run / "metrics.jsonl").write_text('{"generation": 0}\nnot json\n{"generation": 1}\n')
+    one_line_error(neuroevo("plot", "r", "-o", "c.png", cwd=tmp_path), "line 2 is not")
