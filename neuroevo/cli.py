@@ -64,8 +64,11 @@ class _Signals:
 
     def __init__(self):
         self.critical, self.deferred = 0, None
+        self.received: int | None = None  # the last stop signal; libraries (Ray's get and
+        # wait) may turn our exception into a plain KeyboardInterrupt on its way up
 
     def __enter__(self):
+        self.received = None
         self.previous = {s: signal.signal(s, self._handle) for s in self.NAMES}
         return self
 
@@ -74,6 +77,7 @@ class _Signals:
             signal.signal(s, handler)
 
     def _handle(self, signum, frame):
+        self.received = signum
         if self.critical:
             self.deferred = signum
             return
@@ -420,12 +424,10 @@ def main(argv: list[str] | None = None) -> int:
             where = e.filename or "a file"
             print(f"neuroevo: error: {storage_error('write', where, e)}", file=sys.stderr)
             return 2
-        except Stopped as e:
-            print(f"neuroevo: stopped by {e}", file=sys.stderr)
-            return 128 + e.signum
         except KeyboardInterrupt:
-            print("\nneuroevo: interrupted", file=sys.stderr)
-            return 130
+            signum = _signals.received or signal.SIGINT
+            print(f"neuroevo: stopped by {signal.Signals(signum).name}", file=sys.stderr)
+            return 128 + signum
 
 
 if __name__ == "__main__":
