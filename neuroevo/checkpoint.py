@@ -23,7 +23,6 @@ import contextlib
 import csv
 import errno
 import fcntl
-import hashlib
 import io
 import json
 import math
@@ -60,10 +59,6 @@ def finite(x):
     if isinstance(x, (list, tuple)):
         return [finite(v) for v in x]
     return x
-
-
-def fingerprint(ident: dict) -> str:
-    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
 
 
 class RunDir:
@@ -200,7 +195,7 @@ class RunDir:
         save_file(self.checkpoint, {
             "optimizer": optimizer.state_dict(), "totals": totals, "history": history,
             "obs_norm": None if obs_norm is None else obs_norm.state_dict(),
-            "identity": ident}, meta={"format": STATE_FORMAT, "identity": fingerprint(ident)})
+            "identity": ident}, meta={"format": STATE_FORMAT})
         self.write_metrics(history)
         self.write_policy(optimizer, totals, spec, obs_norm, arch)
 

@@ -140,9 +140,9 @@ def _check_budget_flags(generations, frames) -> None:
 
 
 def _budget(cfg, generations, frames):
+    """The run's budget, replaced by the flags that are given (checked by the caller)."""
     from neuroevo.loop import Budget
 
-    _check_budget_flags(generations, frames)
     if generations is not None or frames is not None:
         cfg.budget.generations, cfg.budget.frames = generations or 0, frames or 0
     return Budget.of(cfg)

@@ -7,7 +7,6 @@ mean is drawn as a dashed line: the baseline a learning run must clearly beat.
 from __future__ import annotations
 
 import io
-import json
 import pathlib
 
 import matplotlib
@@ -18,6 +17,7 @@ from matplotlib.ticker import EngFormatter
 
 from neuroevo.errors import CheckpointError, ConfigError, UnknownName
 from neuroevo.files import atomic_write
+from neuroevo.serial import loads_strict
 
 X = {"frames": ("frames", "frames (Atari: emulator frames; gymnasium: env steps)"),
      "generations": ("generation", "generation"),
@@ -39,7 +39,7 @@ def load(run_dir: str, warn=None) -> list[dict]:
     rows = []
     for k, line in enumerate(lines):
         try:
-            row = json.loads(line, parse_constant=_no_constant)
+            row = loads_strict(line)
             if not isinstance(row, dict):
                 raise ValueError("a row is not an object")
         except ValueError as e:
@@ -53,10 +53,6 @@ def load(run_dir: str, warn=None) -> list[dict]:
     if not rows:
         raise CheckpointError(f"{path} has no generation yet; plot it after its first one")
     return rows
-
-
-def _no_constant(name: str):
-    raise ValueError(f"non-standard JSON constant {name}")
 
 
 def _series(rows: list[dict], key: str) -> list[float]:

@@ -139,10 +139,15 @@ def load_file(path: str, types: dict[str, type], fmt: str | None = None):
         raise CheckpointError(f"{path} has format {meta.get('format')!r}, expected {fmt!r}; "
                               "it was not written by this version of neuroevo")
     try:
-        doc = json.loads(meta["state"], parse_constant=_no_constant)
+        doc = loads_strict(meta["state"])
     except (KeyError, ValueError) as e:
         raise CheckpointError(f"{path} holds no readable state ({_first_line(e)})") from None
     return meta, decode(doc, tensors, types)
+
+
+def loads_strict(text: str):
+    """``json.loads`` that refuses ``NaN`` and ``Infinity`` (not JSON; neuroevo writes null)."""
+    return json.loads(text, parse_constant=_no_constant)
 
 
 def _no_constant(name: str):

@@ -274,10 +274,9 @@ class RayEvaluator:
         try:
             ray.get([a.pid.remote() for a in fresh], timeout=self.start_timeout)
         except ray.exceptions.GetTimeoutError:
-            raise WorkerError(f"Ray actors did not start within {self.start_timeout:g} s (each "
-                              "needs "
-                              f"{self.cpus} CPU(s)); check 'ray status' or lower --ray-actors"
-                              ) from None
+            raise WorkerError(f"Ray actors did not start within {self.start_timeout:g} s "
+                              f"(each needs {self.cpus} CPU(s)); check 'ray status' or lower "
+                              "--ray-actors") from None
         except ray.exceptions.RayError as e:
             raise WorkerError(f"Ray actors failed to start: {getattr(e, 'cause', e)}") from None
 
