@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from neuroevo.memory import release_free_memory
+
 
 @dataclass
 class Totals:
@@ -80,6 +82,7 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
         row["eval_frames"] = eval_frames
     if comm_bytes:  # a distributed evaluator: driver <-> worker messages of this generation
         row["bytes_per_generation"] = comm_bytes
+    release_free_memory()
     return row
 
 

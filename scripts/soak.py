@@ -9,7 +9,9 @@ reported: ``growth_after_warmup`` (last generation against the end of the warm-u
 noisiest), ``window_growth`` (median of the last ``--window`` generations against the median
 of the first ``--window`` after the warm-up) and ``slope_per_generation`` (a least-squares
 line through every generation after the warm-up, as a fraction of the baseline: a leak is a
-steady positive slope).
+steady positive slope). The same three figures are given under ``peak`` for the most RSS
+the run held during each generation (sampled every 10 ms), which catches memory that is
+taken during a generation and given back before its row is written.
 
     python scripts/soak.py --generations 200 -- ga --env CartPole-v1
     python scripts/soak.py --generations 30 --warmup 5 -- ga --game pong --episode-cap 500
@@ -63,26 +65,29 @@ def soak(run_args: list[str], generations: int, warmup: int, window: int,
                    str(generations), "--run-dir", run_dir, "--no-progress"]
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 text=True)
-        metrics, rss, seen = os.path.join(run_dir, "metrics.jsonl"), [], 0
+        metrics, rss, peaks, seen, peak = os.path.join(run_dir, "metrics.jsonl"), [], [], 0, 0
         start = time.perf_counter()
         while proc.poll() is None:
             try:
+                now = rss_bytes(proc.pid)
                 with open(metrics) as f:
                     rows = sum(1 for line in f if line.strip())
-            except OSError:
+            except FileNotFoundError:
                 rows = 0
+            except (OSError, RuntimeError):
+                break  # it ended between the two reads
+            peak = max(peak, now)
             if rows > seen:
-                try:
-                    rss.append(rss_bytes(proc.pid))  # the generation just written
-                except (OSError, RuntimeError):
-                    break  # it ended between the two reads
-                seen = rows
+                rss.append(now)  # the generation just written
+                peaks.append(peak)  # the most it held during that generation
+                seen, peak = rows, 0
             time.sleep(poll)
         err = proc.communicate()[1]
         if proc.returncode != 0:
             raise SystemExit(f"soak: the run failed ({proc.returncode}): {err.strip()[-500:]}")
     return {"command": command[3:], "generations": generations, "sampled": len(rss),
-            "rss_bytes": rss, **summarize(rss, warmup, window),
+            "rss_bytes": rss, **summarize(rss, warmup, window), "peak_rss_bytes": peaks,
+            "peak": summarize(peaks, warmup, window),
             "wall_s": round(time.perf_counter() - start, 1)}
 
 
@@ -113,6 +118,10 @@ def main() -> int:
           f"{100 * result['window_growth']:+.2f}% (medians of {result['window']}), "
           f"{100 * result['slope_per_generation']:+.3f}% per generation (fit); "
           f"{result['wall_s']} s")
+    peak = result["peak"]
+    print(f"soak: peak RSS within a generation: {100 * peak['growth_after_warmup']:+.2f}% "
+          f"(last vs warm-up), {100 * peak['window_growth']:+.2f}% (medians), "
+          f"{100 * peak['slope_per_generation']:+.3f}% per generation (fit)")
     if args.json:
         atomic_write(args.json, json.dumps(result, indent=1))
     return 0

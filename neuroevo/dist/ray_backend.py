@@ -41,6 +41,7 @@ import torch
 
 from neuroevo.engine.pipeline import EvalResult, merge_obs_stats
 from neuroevo.errors import ConfigError, DependencyNotInstalled, WorkerError
+from neuroevo.memory import release_free_memory
 
 
 _LOOPBACK = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray's node address is 127.0.0.1
@@ -181,6 +182,7 @@ class Worker:
                               "returned?)")
         pop = self.built.optimizer.ask()
         r = self.built.evaluator.evaluate(pop, indices=indices, merge_stats=False)
+        release_free_memory()  # an actor's heap fragments as the driver's does
         return indices, r.fitness, r.steps, r.frames, r.obs_stats, r.occupancy, r.timings
 
     def close(self) -> None:
