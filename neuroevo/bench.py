@@ -28,7 +28,7 @@ from neuroevo.engine.pipeline import default_layout, resolve_device
 from neuroevo.envs.atari import AtariConfig, AtariPool
 from neuroevo.errors import UnknownName, check_range
 from neuroevo.files import atomic_write
-from neuroevo.kernels import selection
+from neuroevo.kernels import from_environment
 from neuroevo.optim import GA
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
 from neuroevo.policy.nets import build_template
@@ -78,18 +78,18 @@ def check_bench(cfg: BenchConfig) -> None:
 def run_bench(cfg: BenchConfig, log=print) -> dict:
     check_bench(cfg)
     device = resolve_device(cfg.device)
-    kernels = "+".join(selection(device))  # checks NEUROEVO_* before any work
+    kernels = from_environment(device)  # checks NEUROEVO_* before any work
     atari = AtariConfig(cfg.game, episode_cap=cfg.episode_cap)
     subsets, slots = default_layout(cfg.population, device)
     subsets, slots = cfg.subsets or subsets, cfg.slots or slots
     probe = AtariPool(atari, 1, num_threads=1)
     template, spec = build_template(cfg.net, probe.obs_shape, probe.num_actions)
-    policy = BatchedPolicy(template, spec)
+    policy = BatchedPolicy(template, spec, kernels)
     ga = GA(spec.num_params, init_std=spec.init_std(), population_size=cfg.population,
             truncation=max(1, min(20, cfg.population // 2)), elite_candidates=0, seed=cfg.seed)
     rng = np.random.default_rng(cfg.seed)
-    result = {"config": asdict(cfg), "device": str(device), "kernels": kernels,
-              "subsets": subsets, "slots": slots,
+    result = {"config": asdict(cfg), "device": str(device),
+              "kernels": f"{kernels.backend}+{kernels.conv}", "subsets": subsets, "slots": slots,
               "num_params": spec.num_params, "cpu_count": os.cpu_count(),
               "torch_threads": torch.get_num_threads(), "machine": platform.processor()}
 
@@ -104,7 +104,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
             p.recv()
         return subsets * slots * atari.frameskip
 
-    store = SlotParams(spec, slots, device)
+    store = SlotParams(spec, slots, device, kernels)
     pop = ga.ask()
     for row in range(slots):
         store.load(row, pop.member_params(row % len(pop), device))

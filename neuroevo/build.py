@@ -14,6 +14,7 @@ from neuroevo.envs.gym import GymPool, check_env_id
 from neuroevo.envs.locomotion import TASKS
 from neuroevo.envs.mujoco import MujocoPool
 from neuroevo.errors import CheckpointError, ConfigError, UnknownName
+from neuroevo.kernels import from_environment
 from neuroevo.noise import NoiseTable, default_size
 from neuroevo.optim import OPTIMIZERS
 from neuroevo.policy.batched import BatchedPolicy
@@ -121,7 +122,7 @@ def build(cfg: Config, local: bool = True) -> Built:
             "hidden": list(hidden), "discrete": discrete,
             "action_low": None if discrete else [float(v) for v in bounds[0]],
             "action_high": None if discrete else [float(v) for v in bounds[1]]}
-    policy = BatchedPolicy(template.to(device), spec)
+    policy = BatchedPolicy(template.to(device), spec, from_environment(device))
     optimizer = make_optimizer(cfg, policy)
     norm, noise = cfg.env.obs_norm, cfg.env.action_noise
     if norm == "on" and len(obs_shape) == 3:

@@ -197,7 +197,7 @@ def _run(args) -> int:
     env = cfg.env.id or cfg.env.game
     print(f"neuroevo {neuroevo.__version__}: {cfg.algo.name} on {env}, "
           f"{built.policy.spec.num_params:,} parameters, population {cfg.algo.population}, "
-          f"{_device_line(built.device)}, run dir {run_dir.path}", flush=True)
+          f"{_device_line(built)}, run dir {run_dir.path}", flush=True)
     budget = _budget(cfg, None, None)
     _train(cfg, built, run_dir, budget, Totals(), [], sys.stdout.isatty() and not args.no_progress)
     return 0
@@ -209,11 +209,9 @@ def _resume(args) -> int:
     return _continue(RunDir(args.run_dir), args.generations, args.frames, args.no_progress)
 
 
-def _device_line(device) -> str:
+def _device_line(built) -> str:
     """Where the forward passes run and through what, e.g. ``cuda (triton, im2col)``."""
-    from neuroevo.kernels import selection
-
-    return f"{device} ({', '.join(selection(device))})"
+    return f"{built.device} ({built.policy.kernels})"
 
 
 def _continue(run_dir, generations, frames, no_progress: bool, given=None) -> int:
@@ -243,7 +241,7 @@ def _continue(run_dir, generations, frames, no_progress: bool, given=None) -> in
         built.evaluator.close()
         raise
     print(f"neuroevo {neuroevo.__version__}: resuming {run_dir.path} after generation "
-          f"{totals.generation - 1} ({totals.frames:,} frames), {_device_line(built.device)}",
+          f"{totals.generation - 1} ({totals.frames:,} frames), {_device_line(built)}",
           flush=True)
     _train(cfg, built, run_dir, budget, totals, history, sys.stdout.isatty() and not no_progress)
     return 0

@@ -8,8 +8,8 @@ rounds, the paths interleaved in each):
 - ``kernel``: ``BatchedPolicy.forward`` with the Triton kernels: dense layers through the
   indexed matmul, convolutions as im2col patches through it (CUDA only: on a CPU Triton
   runs only in its slow interpreter, not timed); ``kernel_grouped``: the same with
-  ``NEUROEVO_CONV=grouped`` (cuDNN's grouped convolution), the alternative it must beat;
-- ``reference``: the torch path (``NEUROEVO_KERNELS=reference``: grouped convolution and a
+  grouped convolutions (cuDNN's), the alternative it must beat;
+- ``reference``: the torch path (``Kernels("reference")``: grouped convolution and a
   batched matmul; the CPU path); ``reference_im2col``: the same with im2col convolutions;
 - ``vmap``: ``torch.func.vmap(functional_call)``, the definition;
 - ``fc_kernel`` / ``fc_reference``: the hidden dense layer alone (most of the weights), the
@@ -23,6 +23,7 @@ with a large copy. Populations whose weights do not fit the device's memory (or 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -32,6 +33,7 @@ import torch
 
 from neuroevo.engine.pipeline import resolve_device
 from neuroevo.files import atomic_write
+from neuroevo.kernels import Kernels
 from neuroevo.policy.batched import BatchedPolicy, SlotParams, batched_dense
 from neuroevo.policy.nets import build_template
 
@@ -68,7 +70,7 @@ def bandwidth(device: torch.device, gib: float = 1.0) -> float:
 def bench(net: str, population: int, device, repeats: int) -> dict:
     template, spec = build_template(net, (4, 84, 84), 18)
     template = template.to(device)
-    policy = BatchedPolicy(template, spec)
+    policy = BatchedPolicy(template, spec)  # vmap's reference
     slots = SlotParams(spec, population, device)
     g = torch.Generator(device=device).manual_seed(0)  # filled where they live: GBs of them
     for t in slots.layers.values():
@@ -77,14 +79,14 @@ def bench(net: str, population: int, device, repeats: int) -> dict:
                         dtype=torch.uint8)
     weight_gb = spec.num_params * 4 * population / 1e9
     layers = slots.prefix(population)
-    auto, ref = {"NEUROEVO_KERNELS": "auto"}, {"NEUROEVO_KERNELS": "reference"}
-    forward = {"kernel": {**auto, "NEUROEVO_CONV": "auto"},
-               "kernel_grouped": {**auto, "NEUROEVO_CONV": "grouped"},
-               "reference": {**ref, "NEUROEVO_CONV": "grouped"},
-               "reference_im2col": {**ref, "NEUROEVO_CONV": "im2col"}}
+    forward = {"kernel": Kernels("triton", "im2col"),
+               "kernel_grouped": Kernels("triton", "grouped"),
+               "reference": Kernels("reference", "grouped"),
+               "reference_im2col": Kernels("reference", "im2col")}
     if device.type != "cuda":
         del forward["kernel"], forward["kernel_grouped"]
-    paths = {name: with_env(env, policy.forward, layers, obs) for name, env in forward.items()}
+    paths = {name: functools.partial(BatchedPolicy(template, spec, k).forward, layers, obs)
+             for name, k in forward.items()}
     if 3 * weight_gb < 0.9 * memory_gb(device):  # vmap: flat parameters, a second copy, more
         flat = torch.cat([layers[e.name].reshape(population, -1) for e in spec], 1)
         paths["vmap"] = lambda: policy.reference(flat, obs)
@@ -96,10 +98,10 @@ def bench(net: str, population: int, device, repeats: int) -> dict:
     w, b = layers["fc.weight"], layers["fc.bias"]
     x = torch.rand(population, w.shape[2], generator=g, device=device)
     fc_gb = (w.numel() + b.numel()) * 4 / 1e9
-    fc = {"fc_kernel": auto, "fc_reference": ref}
+    fc = {"fc_kernel": Kernels("triton", "im2col"), "fc_reference": Kernels("reference")}
     if device.type != "cuda":
         del fc["fc_kernel"]
-    fc = {name: with_env(env, batched_dense, x, w, b) for name, env in fc.items()}
+    fc = {name: functools.partial(batched_dense, x, w, b, k) for name, k in fc.items()}
     for name, t in best_times(fc, device, repeats).items():
         row[f"{name}_gb_per_s"] = round(fc_gb / t, 2)
     return row
@@ -112,22 +114,6 @@ def memory_gb(device: torch.device) -> float:
     with open("/proc/meminfo") as f:
         fields = dict(line.split(":", 1) for line in f)
     return int(fields["MemAvailable"].split()[0]) * 1024 / 1e9
-
-
-def with_env(env: dict[str, str], fn, *args):
-    """``fn(*args)`` under the kernel-selection variables ``env`` (restored after)."""
-    def call():
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            return fn(*args)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k)
-                else:
-                    os.environ[k] = v
-    return call
 
 
 def main() -> None:

@@ -32,7 +32,6 @@ import torch
 
 from neuroevo.engine.slots import IDLE, Slots, episode_seed, sampled, step_normals
 from neuroevo.errors import ConfigError, StateError, WorkerError, check_range
-from neuroevo.kernels import selection
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
 from neuroevo.policy.obsnorm import ObsNorm
 
@@ -117,10 +116,10 @@ class Evaluator:
         check_range("slots", slots, isinstance(slots, int) and slots >= 1, ">= 1")
         self.policy, self.episode_cap, self.frameskip = policy, episode_cap, frameskip
         self.device, self.seed = resolve_device(device), seed
-        selection(self.device)  # a bad NEUROEVO_* value stops here, before any pool starts
         self.obs_norm, self.obs_stats_fraction = obs_norm, obs_stats_fraction
         self.action_noise = action_noise
-        self.subsets = [_Subset(make_pool(slots), SlotParams(policy.spec, slots, self.device))
+        self.subsets = [_Subset(make_pool(slots), SlotParams(policy.spec, slots, self.device,
+                                                                policy.kernels))
                         for _ in range(subsets)]
         pool = self.subsets[0].pool
         self.discrete = getattr(pool, "discrete", True)  # argmax, or clipped continuous actions

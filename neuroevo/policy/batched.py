@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
-from neuroevo.kernels import backend, conv_path, indexed_matmul, perturb_into
+from neuroevo.kernels import REFERENCE, Kernels, indexed_matmul, perturb_into
 from neuroevo.policy.nets import MLP, AtariNet, same_pad
 from neuroevo.policy.spec import ParamSpec
 
@@ -29,8 +29,9 @@ class SlotParams:
     idle event instead of one per step.
     """
 
-    def __init__(self, spec: ParamSpec, num_rows: int, device=None):
-        self.spec, self.num_rows = spec, num_rows
+    def __init__(self, spec: ParamSpec, num_rows: int, device=None,
+                 kernels: Kernels = REFERENCE):
+        self.spec, self.num_rows, self.kernels = spec, num_rows, kernels
         self.device = torch.device(device or "cpu")
         self.layers = {e.name: torch.zeros(num_rows, *e.shape, device=self.device)
                        for e in spec}
@@ -45,7 +46,7 @@ class SlotParams:
         layer's storage (one fused kernel per layer on a GPU; equal to ``load(decode())``)."""
         for e in self.spec:
             perturb_into(self.layers[e.name][row], base[e.slice], noise,
-                                 offset + e.slice.start, scale)
+                         offset + e.slice.start, scale, self.kernels.backend)
 
     def move(self, src: int, dst: int) -> None:
         for t in self.layers.values():
@@ -56,42 +57,45 @@ class SlotParams:
         return {name: t[:count] for name, t in self.layers.items()}
 
 
-def batched_dense(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``x[P, in] @ w[P, out, in]^T + b[P, out]``: the indexed matmul kernel on a GPU (a
-    weight stream read once), one batched matmul on a CPU."""
-    if backend(x) == "triton":
-        return indexed_matmul(x, w, torch.arange(x.shape[0], device=x.device), b)
+def batched_dense(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor,
+                  kernels: Kernels = REFERENCE) -> torch.Tensor:
+    """``x[P, in] @ w[P, out, in]^T + b[P, out]``: the indexed matmul kernel (a weight stream
+    read once) with the Triton backend, one batched matmul with the reference."""
+    if kernels.backend == "triton":
+        return indexed_matmul(x, w, torch.arange(x.shape[0], device=x.device), b,
+                              backend="triton")
     return torch.baddbmm(b.unsqueeze(1), x.unsqueeze(1), w.transpose(1, 2)).squeeze(1)
 
 
 def batched_conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, kernel: int,
-                 stride: int) -> torch.Tensor:
+                 stride: int, kernels: Kernels = REFERENCE) -> torch.Tensor:
     """``x[P, C, H, W]`` through ``w[P, O, C, k, k]``, ``b[P, O]`` (SAME padding) ->
-    ``[P, O, H', W']``: network i's filters on input i (``conv_path`` picks the method)."""
+    ``[P, O, H', W']``: network i's filters on input i (``kernels.conv`` picks the method)."""
     p, o = w.shape[:2]
     xp = same_pad(x, kernel, stride)
-    if conv_path(x) == "grouped":  # one grouped convolution: P filter banks on P inputs
+    if kernels.conv == "grouped":  # one grouped convolution: P filter banks on P inputs
         y = F.conv2d(xp.reshape(1, -1, *xp.shape[-2:]), w.reshape(-1, *w.shape[2:]),
                      b.reshape(-1), stride=stride, groups=p)
         return y.view(p, o, *y.shape[-2:])
     side = [(n - kernel) // stride + 1 for n in xp.shape[-2:]]
     cols = F.unfold(xp, kernel, stride=stride)  # [P, C*k*k, L]: each output pixel's patch
     flat = w.reshape(p, o, -1)  # a view of the slot rows; (C, kh, kw) order as in unfold
-    if backend(x) == "triton":
+    if kernels.backend == "triton":
         y = torch.empty(p, o, cols.shape[-1], device=x.device)
         # The kernel writes through the transposed view: channels-first with no copy.
         indexed_matmul(cols.transpose(1, 2), flat, torch.arange(p, device=x.device), b,
-                       out=y.transpose(1, 2))
+                       out=y.transpose(1, 2), backend="triton")
     else:
         y = torch.baddbmm(b.unsqueeze(2), flat, cols)
     return y.view(p, o, *side)
 
 
 class BatchedPolicy:
-    """Forward passes of a population of networks that share a template."""
+    """Forward passes of a population of networks that share a template, through ``kernels``
+    (``neuroevo.kernels.select(device)``; the pure-torch reference by default)."""
 
-    def __init__(self, template: nn.Module, spec: ParamSpec):
-        self.template, self.spec = template, spec
+    def __init__(self, template: nn.Module, spec: ParamSpec, kernels: Kernels = REFERENCE):
+        self.template, self.spec, self.kernels = template, spec, kernels
         self._ref = vmap(lambda p, x: functional_call(template, p, (x.unsqueeze(0),))[0])
 
     @property
@@ -107,7 +111,7 @@ class BatchedPolicy:
     def forward(self, layers: dict[str, torch.Tensor], obs: torch.Tensor) -> torch.Tensor:
         """``{name: [P, *shape]}`` (``SlotParams.prefix``, ``spec.unflatten``) -> ``[P, A]``."""
         t = self.template
-        if obs.shape[0] == 1 and not self._batch_invariant(obs):
+        if obs.shape[0] == 1 and not self._batch_invariant():
             # A batch of one takes other conv/matmul kernels whose rounding differs; a batch
             # of two keeps a network's actions independent of how many slots are active.
             two = {name: v.expand(2, *v.shape[1:]).contiguous() for name, v in layers.items()}
@@ -116,22 +120,23 @@ class BatchedPolicy:
             x = obs.float() / 255.0  # [P, C, H, W]
             for i, (k, s) in enumerate(t.kernels):
                 w, b = layers[f"convs.{i}.weight"], layers[f"convs.{i}.bias"]
-                x = F.relu(batched_conv(x, w, b, k, s))
-            x = F.relu(batched_dense(x.flatten(1), layers["fc.weight"], layers["fc.bias"]))
+                x = F.relu(batched_conv(x, w, b, k, s, self.kernels))
+            x = F.relu(batched_dense(x.flatten(1), layers["fc.weight"], layers["fc.bias"],
+                                     self.kernels))
         elif isinstance(t, MLP):
             x = obs.float().flatten(1)
             for i in range(len(t.hidden)):
                 w, b = layers[f"hidden.{i}.weight"], layers[f"hidden.{i}.bias"]
-                x = torch.tanh(batched_dense(x, w, b))
+                x = torch.tanh(batched_dense(x, w, b, self.kernels))
         else:
             return self._ref(layers, obs)
-        return batched_dense(x, layers["out.weight"], layers["out.bias"])
+        return batched_dense(x, layers["out.weight"], layers["out.bias"], self.kernels)
 
-    def _batch_invariant(self, obs: torch.Tensor) -> bool:
+    def _batch_invariant(self) -> bool:
         """Whether every layer runs the kernels, which compute each row on its own."""
-        if backend(obs) != "triton":
+        if self.kernels.backend != "triton":
             return False
-        return not isinstance(self.template, AtariNet) or conv_path(obs) == "im2col"
+        return not isinstance(self.template, AtariNet) or self.kernels.conv == "im2col"
 
     def __call__(self, params: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         """Flat ``[P, D]`` parameters -> ``[P, A]`` outputs through the fast path."""

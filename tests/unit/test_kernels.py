@@ -2,14 +2,16 @@
 a CUDA device compiled (``pytest tests/unit/test_kernels.py`` on a GPU machine; the references
 then run on CPU copies, out of reach of TF32 and of cuBLAS's own summation orders)."""
 
+import functools
 import importlib
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from neuroevo import NoiseTable, SeedChain
 from neuroevo.genomes import ChainDecoder, Perturbation, PerturbationDecoder
-from neuroevo.kernels import backend, conv_path, reference
+from neuroevo.kernels import REFERENCE, Kernels, from_environment, reference, select
 
 pytest.importorskip("triton")
 
@@ -21,18 +23,19 @@ def dev(*tensors):
 
 
 @pytest.fixture
-def ops(monkeypatch):
-    """``neuroevo.kernels`` with the Triton path on ``DEVICE`` tensors (on CPU the
+def ops():
+    """``neuroevo.kernels``' calls with the Triton backend on ``DEVICE`` tensors (on CPU the
     interpreter, which tests/conftest.py turns on before anything imports triton)."""
-    monkeypatch.setenv("NEUROEVO_KERNELS", "triton")
     import neuroevo.kernels as kernels
     import neuroevo.kernels.triton_ops as triton_ops
 
     if DEVICE.type == "cpu":
         assert type(triton_ops._gemv).__name__ == "InterpretedFunction", \
             "triton was imported before TRITON_INTERPRET was set"
-    assert backend(torch.zeros(1, device=DEVICE)) == "triton"
-    return kernels
+    return SimpleNamespace(
+        indexed_matmul=functools.partial(kernels.indexed_matmul, backend="triton"),
+        perturb_into=functools.partial(kernels.perturb_into, backend="triton"),
+        kernels=select(DEVICE, "triton"))
 
 
 CASES = [  # (N rows, M stored networks, L positions or None for a dense layer, K, O)
@@ -122,36 +125,32 @@ def test_perturb_into_equals_the_host_decoders_bit_for_bit(ops):
     assert torch.equal(part.view(-1).cpu(), es.decode(Perturbation(9, 1))[100:300])
 
 
-def test_backend_selection(monkeypatch):
-    monkeypatch.delenv("NEUROEVO_KERNELS", raising=False)
-    assert backend(torch.zeros(1)) == "reference"  # CPU tensors
-    monkeypatch.setenv("NEUROEVO_KERNELS", "reference")
-    assert backend(torch.zeros(1)) == "reference"
-    monkeypatch.setenv("NEUROEVO_KERNELS", "fast")
+def test_select_resolves_auto_and_names_bad_values(monkeypatch):
+    assert select("cpu") == Kernels("reference", "grouped")  # grouped: faster on a CPU
+    assert select("cpu", "triton") == Kernels("triton", "im2col")  # the kernels' own path
+    assert select("cpu", "triton", "grouped") == Kernels("triton", "grouped")
+    assert select("cpu", "reference", "im2col") == Kernels("reference", "im2col")
     with pytest.raises(ValueError, match="NEUROEVO_KERNELS must be auto, triton or reference"):
-        backend(torch.zeros(1))
+        select("cpu", "fast")
+    with pytest.raises(ValueError, match="NEUROEVO_CONV must be auto, im2col or grouped"):
+        select("cpu", conv="winograd")
+    with pytest.raises(ValueError, match="kernels must be one of"):
+        Kernels("fast", "grouped")
+    monkeypatch.setenv("NEUROEVO_KERNELS", "reference")
+    monkeypatch.setenv("NEUROEVO_CONV", "im2col")
+    assert from_environment("cpu") == Kernels("reference", "im2col")
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(ValueError, match="on a CPU needs Triton's interpreter"):
+        select("cpu", "triton")
+    assert str(Kernels("triton", "im2col")) == "triton, im2col"
     assert importlib.import_module("neuroevo.kernels").reference is reference
 
 
-def test_conv_path_selection(monkeypatch):
-    monkeypatch.delenv("NEUROEVO_CONV", raising=False)
-    monkeypatch.setenv("NEUROEVO_KERNELS", "reference")
-    assert conv_path(torch.zeros(1)) == "grouped"  # measured faster on a CPU
-    monkeypatch.setenv("NEUROEVO_KERNELS", "triton")
-    assert conv_path(torch.zeros(1)) == "im2col"  # the kernels' own path
-    monkeypatch.setenv("NEUROEVO_CONV", "grouped")
-    assert conv_path(torch.zeros(1)) == "grouped"
-    monkeypatch.setenv("NEUROEVO_CONV", "winograd")
-    with pytest.raises(ValueError, match="NEUROEVO_CONV must be auto, im2col or grouped"):
-        conv_path(torch.zeros(1))
-
-
 @pytest.mark.parametrize("forced", ["triton", "reference"])
-def test_slot_storage_decoded_in_place_equals_load_of_decode(monkeypatch, forced):
+def test_slot_storage_decoded_in_place_equals_load_of_decode(forced):
     from neuroevo.policy.batched import SlotParams
     from neuroevo.policy.nets import build_template
 
-    monkeypatch.setenv("NEUROEVO_KERNELS", forced)
     _, spec = build_template("mlp", (5,), 2, (8, 8))
     noise = NoiseTable(seed=1, size=1 << 12)
     decoder = ChainDecoder(noise, spec.num_params, init_std=0.5)
@@ -160,7 +159,7 @@ def test_slot_storage_decoded_in_place_equals_load_of_decode(monkeypatch, forced
     child = parent.mutate(21, 0.01)
     base, offset, scale = decoder.parts(child)
     device = DEVICE if forced == "triton" else "cpu"
-    fused, plain = SlotParams(spec, 3, device), SlotParams(spec, 3)
+    fused, plain = SlotParams(spec, 3, device, select(device, forced)), SlotParams(spec, 3)
     fused.load_perturbed(1, base.to(device), noise.table().to(device), offset, scale)
     plain.load(1, decoder.decode(child))
     assert all(torch.equal(fused.layers[k].cpu(), plain.layers[k]) for k in plain.layers)
@@ -170,7 +169,7 @@ def test_slot_storage_decoded_in_place_equals_load_of_decode(monkeypatch, forced
 NETS = {"mlp": (6,), "small": (4, 84, 84), "large": (4, 42, 42)}
 
 
-def net_and_data(net: str, population: int, seed: int = 0):
+def net_and_data(net: str, population: int, seed: int = 0, kernels: Kernels = REFERENCE):
     from neuroevo.policy.batched import BatchedPolicy
     from neuroevo.policy.nets import build_template
 
@@ -180,25 +179,22 @@ def net_and_data(net: str, population: int, seed: int = 0):
            torch.randint(0, 255, (population, *shape), generator=g, dtype=torch.uint8))
     template, spec = build_template(net, shape, 4, (16, 16))
     params = torch.randn(population, spec.num_params, generator=g) * 0.05
-    return BatchedPolicy(template, spec), params, obs
+    return BatchedPolicy(template, spec, kernels), params, obs
 
 
 @pytest.mark.parametrize(("net", "conv"), [("mlp", "auto"), ("small", "im2col"),
                                            ("small", "grouped"), ("large", "im2col")])
-def test_forward_through_the_kernel_equals_the_reference(ops, monkeypatch, net, conv):
-    monkeypatch.setenv("NEUROEVO_CONV", conv)
-    policy, params, obs = net_and_data(net, 3)
+def test_forward_through_the_kernel_equals_the_reference(ops, net, conv):
+    policy, params, obs = net_and_data(net, 3, kernels=select(DEVICE, "triton", conv))
     got = policy(*dev(params, obs)).cpu()
     torch.testing.assert_close(got, policy.reference(params, obs), rtol=1e-4, atol=1e-5)
 
 
-def test_the_im2col_reference_path_equals_the_grouped_convolution(monkeypatch):
-    monkeypatch.setenv("NEUROEVO_KERNELS", "reference")
-    policy, params, obs = net_and_data("small", 3)
-    monkeypatch.setenv("NEUROEVO_CONV", "grouped")
+def test_the_im2col_reference_path_equals_the_grouped_convolution():
+    policy, params, obs = net_and_data("small", 3, kernels=Kernels("reference", "grouped"))
     grouped = policy(params, obs)
-    monkeypatch.setenv("NEUROEVO_CONV", "im2col")
-    torch.testing.assert_close(policy(params, obs), grouped, rtol=1e-4, atol=1e-5)
+    im2col, _, _ = net_and_data("small", 3, kernels=Kernels("reference", "im2col"))
+    torch.testing.assert_close(im2col(params, obs), grouped, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(grouped, policy.reference(params, obs), rtol=1e-4, atol=1e-5)
 
 
@@ -206,7 +202,7 @@ def test_a_network_s_output_through_the_kernels_does_not_depend_on_the_batch(ops
     """Each program reads one row's weights and input in a fixed order: a network's actions
     are the same bits whichever other networks share its forward pass (slot layouts, ragged
     active sets), which the engine's determinism across layouts rests on."""
-    policy, params, obs = net_and_data("small", 4, seed=1)
+    policy, params, obs = net_and_data("small", 4, seed=1, kernels=ops.kernels)
     params, obs = dev(params, obs)
     whole = policy(params, obs)
     for rows in ([2], [3, 0], [1, 2, 3]):

@@ -20,7 +20,8 @@ def test_rows_stay_a_prefix_as_episodes_start_and_stop():
     assert move == (2, 1)
     rows[move[1]] = rows.pop(move[0])
     check_invariants(s)
-    assert s.stop(4) is None or True
+    assert s.row_of[4] == s.count - 1  # env 4 now holds the last row
+    assert s.stop(4) is None  # stopping the last row moves no network
     check_invariants(s)
     for row in range(s.count):  # each running env's row holds its own member's network
         assert rows[row] == s.member[s.env_of[row]]
