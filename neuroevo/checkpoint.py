@@ -36,12 +36,11 @@ from neuroevo.errors import CheckpointError, ConfigError
 from neuroevo.files import atomic_write, is_temporary, storage_error
 from neuroevo.genomes import Perturbation, SeedChain
 from neuroevo.loop import Totals
+from neuroevo.metrics import CSV_COLUMNS
 from neuroevo.optim.adam import AdamState
 from neuroevo.policy.export import policy_bytes
 from neuroevo.serial import load_file, save_file
 
-CSV_COLUMNS = ("generation", "frames", "episodes", "wall_time", "fitness_max", "fitness_mean",
-               "fitness_min", "elite_score", "center_score", "fps", "occupancy")
 STATE_FORMAT = "neuroevo.checkpoint/2"
 STATE_TYPES = {cls.__name__: cls for cls in (SeedChain, Perturbation, AdamState, Totals)}
 # What a run writes; ``--force`` removes all of it (and stale temporary files) first.

@@ -101,6 +101,7 @@ _signals = _Signals()
 def _train(cfg, built, run_dir, budget, totals, history, progress: bool) -> None:
     """The generation loop of ``run`` and ``resume``: a checkpoint after every generation."""
     from neuroevo.loop import generations
+    from neuroevo.metrics import live_line
     from neuroevo.report import TensorBoard
 
     live = _Progress(progress, budget, totals, history)
@@ -112,14 +113,8 @@ def _train(cfg, built, run_dir, budget, totals, history, progress: bool) -> None
                 run_dir.save(cfg, built.optimizer, totals, history, built.policy.spec,
                              built.obs_norm, built.arch)
                 board.write(row)
-            elite = row.get("elite_score", row.get("center_score"))
-            label = "elite" if "elite_score" in row else "centre"
             live.start_generation()
-            print(("\r" if progress else "") +
-                  f"gen {row['generation']:>4}  frames {row['frames']:>11,}  "
-                  f"fps {row['fps']:>7,.0f}  max {row['fitness_max']:>8.1f}  "
-                  f"mean {row['fitness_mean']:>8.1f}"
-                  + (f"  {label} {elite:>8.1f}" if elite is not None else "")
+            print(("\r" if progress else "") + live_line(row)
                   + (live.eta(row["fps"]) + " " * 8 if progress else ""), flush=True)
     except KeyboardInterrupt:
         kept = f"after generation {totals.generation - 1}" if history else "(none yet)"

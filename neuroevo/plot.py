@@ -1,4 +1,5 @@
-"""``neuroevo plot``: learning curves (elite, max and mean fitness) of run directories.
+"""``neuroevo plot``: learning curves (the score series of ``neuroevo.metrics``) of run
+directories.
 
 Each run gets a panel; generation 0 is a population of random initialisations, and its
 mean is drawn as a dashed line: the baseline a learning run must clearly beat.
@@ -17,6 +18,7 @@ from matplotlib.ticker import EngFormatter
 
 from neuroevo.errors import CheckpointError, ConfigError, UnknownName
 from neuroevo.files import atomic_write
+from neuroevo.metrics import METRICS
 from neuroevo.serial import loads_strict
 
 X = {"frames": ("frames", "frames (Atari: emulator frames; gymnasium: env steps)"),
@@ -25,6 +27,7 @@ X = {"frames": ("frames", "frames (Atari: emulator frames; gymnasium: env steps)
 
 
 FORMATS = (".png", ".pdf", ".svg")
+POPULATION_STYLE = {"fitness_max": {"alpha": 0.6}, "fitness_mean": {}}
 
 
 def load(run_dir: str, warn=None) -> list[dict]:
@@ -71,14 +74,11 @@ def plot_runs(runs: list[str], output: str, x: str = "frames", warn=None) -> Non
     fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 4), squeeze=False)
     for ax, run, rows in zip(axes[0], runs, histories, strict=True):
         xs = [r[key] for r in rows]
-        ax.plot(xs, _series(rows, "fitness_max"), label="max (1 episode)", alpha=0.6)
-        ax.plot(xs, _series(rows, "fitness_mean"), label="population mean")
-        if "elite_score" in rows[0]:
-            ax.plot(xs, _series(rows, "elite_score"), label="elite (validated mean)",
-                    linewidth=2.5)
-        if "center_score" in rows[0]:
-            ax.plot(xs, _series(rows, "center_score"), label="ES centre (mean, own episodes)",
-                    linewidth=2.5)
+        for m in METRICS:
+            if m.plot and m.name in rows[0]:
+                # thin: the population's episodes; thick: the scores of the run's policy
+                style = POPULATION_STYLE.get(m.name, {"linewidth": 2.5})
+                ax.plot(xs, _series(rows, m.name), label=m.plot, **style)
         if rows[0].get("fitness_mean") is not None:
             ax.axhline(rows[0]["fitness_mean"], color="gray", linestyle="--",
                        label="random-init mean (gen 0)")

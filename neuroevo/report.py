@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-SCALARS = ("fitness_max", "fitness_mean", "fitness_min", "elite_score", "center_score", "fps",
-           "occupancy",
-           "episodes", "wall_time")
+from neuroevo.metrics import SCALARS
 
 
 class TensorBoard:

@@ -1,5 +1,6 @@
 """End to end: every optimizer trains on Atari through the evaluator, from Python and the CLI."""
 
+import csv
 import json
 import os
 import pathlib
@@ -71,6 +72,14 @@ def test_cli_run_writes_a_run_directory(tmp_path):
     events.Reload()
     logged = [(e.step, e.value) for e in events.Scalars("fitness_max")]
     assert logged == [(r["frames"], pytest.approx(r["fitness_max"])) for r in rows]
+    from neuroevo.metrics import CSV_COLUMNS, SCALARS
+    assert set(events.Tags()["scalars"]) == {k for k in SCALARS if k in rows[0]}
+    with open(tmp_path / "r" / "metrics.csv") as f:
+        table = list(csv.DictReader(f))
+    assert list(table[0]) == list(CSV_COLUMNS) and len(table) == len(rows)
+    for line, row in zip(table, rows, strict=True):  # the CSV says what metrics.jsonl says
+        assert {k: float(v) if v else None for k, v in line.items()} == pytest.approx(
+            {k: row.get(k) for k in CSV_COLUMNS})
 
     again = cli("run", "ga", "--game", "pong", "--run-dir", "r", cwd=tmp_path)
     assert again.returncode == 2 and "already holds a run" in again.stderr

@@ -1,0 +1,64 @@
+"""What a generation's metrics row holds, defined once.
+
+``loop.one_generation`` returns one row (a dict) per generation. ``METRICS`` says what each
+key means and where it appears: ``metrics.jsonl`` keeps every key of every row, and the
+CSV columns, the TensorBoard scalars, the live line of ``neuroevo run`` and the series of
+``neuroevo plot`` are all read from here. A new metric is one entry below (and the code
+that computes it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    doc: str
+    csv: bool = False  # a column of metrics.csv
+    board: bool = False  # a TensorBoard scalar, against frames
+    live: str = ""  # the live line shows it as ``live.format(value)``
+    plot: str = ""  # ``neuroevo plot`` draws it as a score series with this label
+
+
+METRICS = (
+    Metric("generation", "the generation's index, from 0", csv=True, live="gen {:>4}"),
+    Metric("frames", "budgeted frames so far (Atari: emulator frames; others: env steps)",
+           csv=True, live="frames {:>11,}"),
+    Metric("episodes", "budgeted episodes so far", csv=True, board=True),
+    Metric("wall_time", "seconds spent evaluating so far", csv=True, board=True),
+    Metric("fitness_max", "best training episode return of the generation", csv=True,
+           board=True, live="max {:>8.1f}", plot="max (1 episode)"),
+    Metric("fitness_mean", "mean training episode return", csv=True, board=True,
+           live="mean {:>8.1f}", plot="population mean"),
+    Metric("fitness_min", "worst training episode return", csv=True, board=True),
+    Metric("elite_score", "GA/RS: the elite's mean over its validation episodes", csv=True,
+           board=True, live="elite {:>8.1f}", plot="elite (validated mean)"),
+    Metric("center_score", "ES: the centre's mean over its own episodes (outside the budget)",
+           csv=True, board=True, live="centre {:>8.1f}", plot="ES centre (mean, own episodes)"),
+    Metric("fps", "frames (and eval frames) per second of evaluation", csv=True, board=True,
+           live="fps {:>7,.0f}"),
+    Metric("occupancy", "mean fraction of slots computed per forward pass", csv=True,
+           board=True),
+    Metric("episode_steps_mean", "mean agent steps of the training episodes"),
+    Metric("generation_frames", "budgeted frames of this generation"),
+    Metric("eval_frames", "frames of episodes run outside the budget (ES centre)"),
+    Metric("best_fitness", "best training episode return of the run so far"),
+    Metric("sigma", "the mutation / perturbation scale used"),
+    Metric("grad_norm", "ES: norm of the gradient estimate"),
+    Metric("update_ratio", "ES: norm of the update over the norm of the centre"),
+    Metric("bytes_per_generation", "distributed: driver <-> worker message bytes"),
+    Metric("timings", "seconds per pipeline stage, summed over the generation's phases"),
+)
+BY_NAME = {m.name: m for m in METRICS}
+CSV_COLUMNS = tuple(m.name for m in METRICS if m.csv)
+SCALARS = tuple(m.name for m in METRICS if m.board)
+LIVE_ORDER = ("generation", "frames", "fps", "fitness_max", "fitness_mean", "elite_score",
+              "center_score")  # the live line's order: where the run is, then the scores
+
+
+def live_line(row: dict) -> str:
+    """The line ``neuroevo run`` prints for ``row``: the live metrics it has, in order."""
+    return "  ".join(BY_NAME[k].live.format(row[k]) for k in LIVE_ORDER
+                     if row.get(k) is not None)

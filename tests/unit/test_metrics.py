@@ -1,0 +1,28 @@
+"""The one metrics schema: every key a run writes is declared, and the views derive from it."""
+
+import pytest
+
+from neuroevo import train
+from neuroevo.metrics import BY_NAME, CSV_COLUMNS, live_line
+
+CARTPOLE = dict(env__id="CartPole-v1", net__hidden="8", algo__population=6,
+                algo__validation_episodes=2, engine__device="cpu", budget__generations=2)
+
+
+@pytest.mark.parametrize("algo", ["ga", "es", "rs"])
+def test_every_key_of_a_real_row_is_declared(algo):
+    extra = {} if algo == "es" else {"algo__elite_candidates": 2}
+    rows = train(algo__name=algo, **CARTPOLE, **extra).history
+    for row in rows:
+        assert set(row) <= set(BY_NAME), set(row) - set(BY_NAME)
+        assert set(CSV_COLUMNS) - set(row) <= {"elite_score", "center_score"}
+
+
+def test_the_live_line_by_hand():
+    row = {"generation": 3, "frames": 1234567, "fps": 8901.4, "fitness_max": 21.0,
+           "fitness_mean": -3.25, "elite_score": 7.5, "occupancy": 0.9}
+    assert live_line(row) == ("gen    3  frames   1,234,567  fps   8,901  max     21.0  "
+                              "mean     -3.2  elite      7.5")
+    del row["elite_score"]
+    assert live_line({**row, "center_score": None}).endswith("mean     -3.2")  # null: left out
+
