@@ -23,9 +23,10 @@ import numpy as np
 import torch
 from torch.func import functional_call
 
+from neuroevo.config import EnvConfig
 from neuroevo.engine.parallel import make_evaluator
 from neuroevo.engine.pipeline import default_layout, resolve_device
-from neuroevo.envs.atari import AtariConfig, AtariPool
+from neuroevo.envs.spec import env_spec
 from neuroevo.errors import UnknownName, check_range
 from neuroevo.files import atomic_write
 from neuroevo.kernels import from_environment
@@ -79,11 +80,12 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     check_bench(cfg)
     device = resolve_device(cfg.device)
     kernels = from_environment(device)  # checks NEUROEVO_* before any work
-    atari = AtariConfig(cfg.game, episode_cap=cfg.episode_cap)
+    env = env_spec(EnvConfig(game=cfg.game, episode_cap=cfg.episode_cap))
+    atari = env.atari
     subsets, slots = default_layout(cfg.population, device)
     subsets, slots = cfg.subsets or subsets, cfg.slots or slots
-    probe = AtariPool(atari, 1, num_threads=1)
-    template, spec = build_template(cfg.net, probe.obs_shape, probe.num_actions)
+    probe = env.make_pool(1, threads=1)  # the naive loop's one env
+    template, spec = build_template(cfg.net, env.obs_shape, env.action.outputs)
     policy = BatchedPolicy(template, spec, kernels)
     ga = GA(spec.num_params, init_std=spec.init_std(), population_size=cfg.population,
             truncation=max(1, min(20, cfg.population // 2)), elite_candidates=0, seed=cfg.seed)
@@ -93,13 +95,13 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
               "num_params": spec.num_params, "cpu_count": os.cpu_count(),
               "torch_threads": torch.get_num_threads(), "machine": platform.processor()}
 
-    pools = [AtariPool(atari, slots, cfg.env_threads) for _ in range(subsets)]
+    pools = [env.make_pool(slots, cfg.env_threads) for _ in range(subsets)]
     for p in pools:
         p.reset(np.ones(slots, dtype=bool), rng.integers(0, 2**31, slots))
 
     def sim_step():
         for p in pools:  # all pools step at once, as in the engine
-            p.send(rng.integers(0, probe.num_actions, slots).astype(np.int32))
+            p.send(rng.integers(0, env.action.n, slots).astype(np.int32))
         for p in pools:
             p.recv()
         return subsets * slots * atari.frameskip
@@ -133,10 +135,8 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
 
     # the engine as `neuroevo run` builds it: several driver threads on a CPU
     evaluator = make_evaluator(
-        policy, lambda n, threads: AtariPool(atari, n, threads), cfg.population, device,
-        workers=cfg.workers, subsets=cfg.subsets or 0, slots=cfg.slots or 0,
-        env_threads=cfg.env_threads, episode_cap=cfg.episode_cap, frameskip=atari.frameskip,
-        seed=cfg.seed)
+        policy, env, cfg.population, device, workers=cfg.workers, subsets=cfg.subsets or 0,
+        slots=cfg.slots or 0, env_threads=cfg.env_threads, seed=cfg.seed)
     result["engine_workers"] = len(getattr(evaluator, "parts", [evaluator]))
 
     def engine_run():

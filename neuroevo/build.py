@@ -9,10 +9,7 @@ import torch
 from neuroevo.config import Config, check
 from neuroevo.engine.parallel import make_evaluator
 from neuroevo.engine.pipeline import Evaluator, resolve_device
-from neuroevo.envs.atari import AtariConfig, AtariPool
-from neuroevo.envs.gym import GymPool, check_env_id
-from neuroevo.envs.locomotion import TASKS
-from neuroevo.envs.mujoco import MujocoPool
+from neuroevo.envs.spec import EnvSpec, env_spec
 from neuroevo.errors import CheckpointError, ConfigError, UnknownName
 from neuroevo.kernels import from_environment
 from neuroevo.noise import NoiseTable, default_size
@@ -28,8 +25,7 @@ class Built:
     optimizer: object
     evaluator: Evaluator  # or a distributed evaluator with the same calls (neuroevo.dist)
     device: torch.device
-    atari: AtariConfig | None  # None for a gymnasium env
-    make_pool: object  # num_envs -> a pool of this run's env
+    env: EnvSpec
     obs_norm: ObsNorm | None = None  # the run's shared observation normaliser
     arch: dict | None = None  # what rebuilds the network outside neuroevo (policy export)
 
@@ -41,12 +37,6 @@ class Built:
                 raise CheckpointError("the checkpoint has no observation statistics but the "
                                       "config asks for env.obs_norm; resume with its config")
             self.obs_norm.load_state_dict(state["obs_norm"])
-
-
-def atari_config(cfg: Config) -> AtariConfig:
-    e = cfg.env
-    return AtariConfig(e.game, sticky_actions=e.sticky_actions, noop_max=e.noop_max,
-                       frameskip=e.frameskip, episode_cap=e.episode_cap or None)
 
 
 def make_optimizer(cfg: Config, policy: BatchedPolicy):
@@ -86,54 +76,32 @@ def build(cfg: Config, local: bool = True) -> Built:
     a distributed evaluator to take its place."""
     check(cfg)
     device = resolve_device(cfg.engine.device)
-    e = cfg.engine
-    locomotion = cfg.env.id in TASKS
-    if locomotion:
-        atari, frameskip, cap = None, 1, cfg.env.episode_cap or None
-
-        def make_pool(n, threads=e.env_threads):
-            return MujocoPool(cfg.env.id, n, threads)
-    elif cfg.env.id:
-        atari, frameskip, cap = None, 1, cfg.env.episode_cap or None
-        check_env_id(cfg.env.id)
-
-        def make_pool(n, threads=0):
-            return GymPool(cfg.env.id, n)
-    else:
-        atari = atari_config(cfg)
-        frameskip, cap = atari.frameskip, atari.episode_cap
-
-        def make_pool(n, threads=e.env_threads):
-            return AtariPool(atari, n, threads)
-    probe = make_pool(1)
-    obs_shape, num_actions = probe.obs_shape, probe.num_actions
-    discrete = getattr(probe, "discrete", True)
-    bounds = [getattr(probe, k, None) for k in ("action_low", "action_high")]
-    probe.close()
+    e, env = cfg.engine, env_spec(cfg.env)
     net = cfg.net.name
     if net == "auto":
-        net = "small" if len(obs_shape) == 3 else "mlp"
-    if (net == "mlp") != (len(obs_shape) != 3):
-        raise ConfigError(f"net {net!r} does not fit observations of shape {obs_shape}; use "
-                          f"{'--net mlp' if len(obs_shape) != 3 else '--net small or large'}")
+        net = "small" if env.image else "mlp"
+    if (net == "mlp") == env.image:
+        raise ConfigError(f"net {net!r} does not fit observations of shape {env.obs_shape}; "
+                          f"use {'--net small or large' if env.image else '--net mlp'}")
     hidden = _hidden(cfg.net.hidden) if net == "mlp" else ()
-    template, spec = build_template(net, obs_shape, num_actions, hidden or None)
-    arch = {"net": net, "obs_shape": list(obs_shape), "num_outputs": num_actions,
-            "hidden": list(hidden), "discrete": discrete,
-            "action_low": None if discrete else [float(v) for v in bounds[0]],
-            "action_high": None if discrete else [float(v) for v in bounds[1]]}
+    template, spec = build_template(net, env.obs_shape, env.action.outputs, hidden or None)
+    a = env.action
+    arch = {"net": net, "obs_shape": list(env.obs_shape), "num_outputs": a.outputs,
+            "hidden": list(hidden), "discrete": a.discrete,
+            "action_low": None if a.discrete else list(a.low),
+            "action_high": None if a.discrete else list(a.high)}
     policy = BatchedPolicy(template.to(device), spec, from_environment(device))
     optimizer = make_optimizer(cfg, policy)
     norm, noise = cfg.env.obs_norm, cfg.env.action_noise
-    if norm == "on" and len(obs_shape) == 3:
+    if norm == "on" and env.image:
         raise ConfigError("env.obs_norm=on needs vector observations, not images; use "
                           "--set env.obs_norm=off")
-    obs_norm = ObsNorm(obs_shape) if norm == "on" or (norm == "auto" and locomotion) else None
+    locomotion = env.kind == "mujoco"
+    obs_norm = ObsNorm(env.obs_shape) if norm == "on" or (norm == "auto" and locomotion) else None
     evaluator = make_evaluator(
-        policy, make_pool, cfg.algo.population, device, workers=e.workers, subsets=e.subsets,
-        slots=e.slots, env_threads=e.env_threads, episode_cap=cap, frameskip=frameskip,
-        seed=cfg.seed, obs_norm=obs_norm, obs_stats_fraction=cfg.env.obs_stats_fraction,
+        policy, env, cfg.algo.population, device, workers=e.workers, subsets=e.subsets,
+        slots=e.slots, env_threads=e.env_threads, seed=cfg.seed, obs_norm=obs_norm,
+        obs_stats_fraction=cfg.env.obs_stats_fraction,
         action_noise=(0.01 if locomotion else 0.0) if noise is None else noise,
     ) if local else None
-    return Built(policy, optimizer, evaluator, device, atari, make_pool, obs_norm, arch)
-
+    return Built(policy, optimizer, evaluator, device, env, obs_norm, arch)

@@ -17,9 +17,9 @@ import torch
 from neuroevo.build import build
 from neuroevo.checkpoint import RunDir
 from neuroevo.engine.slots import episode_seed
-from neuroevo.envs.locomotion import TASKS
 from neuroevo.errors import CheckpointError, ConfigError
 from neuroevo.genomes import Population
+from neuroevo.policy.heads import to_actions
 from neuroevo.video import check_path, write
 
 PLAY_GENERATION = 2**40  # outside any training run: fresh episodes
@@ -69,7 +69,7 @@ def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str =
         if not os.environ.get("DISPLAY"):
             os.environ.setdefault("MUJOCO_GL", "egl")  # read when mujoco is first imported
     built, params = saved_policy(run_dir, genome)
-    if video is not None and built.atari is None and run_dir.load_config().env.id not in TASKS:
+    if video is not None and built.env.kind == "gym":
         built.evaluator.close()
         raise ConfigError("--video records Atari games and the MuJoCo locomotion tasks; other "
                           "gymnasium envs have no renderer here: leave --video out")
@@ -89,19 +89,19 @@ def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str =
 def record(built, params: torch.Tensor, seed: int, path: str) -> float:
     """Replay the episode of ``seed`` (the first play episode), save its frames, return its
     score (equal to the evaluator's: same seed, same actions, no action noise)."""
-    pool = built.make_pool(1)
+    pool, atari = built.env.make_pool(1), built.env.kind == "atari"
     # Two identical rows, built once: a batch of one would take other kernels (see
     # BatchedPolicy.forward) and copy the weights every step.
     layers = {k: torch.stack([v, v]) for k, v in built.policy.spec.unflatten(params).items()}
     normalize = built.obs_norm.frozen(params.device) if built.obs_norm is not None else None
-    camera = None if built.atari is not None else _Camera(pool)
+    camera = None if atari else _Camera(pool)
 
     def frame():
         if camera is not None:
             return camera.frame()
         return np.kron(obs[0, -1], np.ones((2, 2), np.uint8))  # [168, 168] newest frame
 
-    cap = built.evaluator.episode_cap  # build() gave it the Atari cap too
+    cap = built.env.episode_cap
     frames, steps, score = [], 0, 0.0
     try:
         obs = pool.reset(np.ones(1, dtype=bool), [seed])
@@ -109,11 +109,7 @@ def record(built, params: torch.Tensor, seed: int, path: str) -> float:
             frames.append(frame())
             x = torch.from_numpy(obs).to(params.device).expand(2, *obs.shape[1:])
             out = built.policy.forward(layers, normalize(x) if normalize is not None else x)[:1]
-            if getattr(pool, "discrete", True):
-                action = out.argmax(1).cpu().numpy().astype(np.int32)  # sync: the env needs it
-            else:  # sync: as above
-                action = np.clip(out.cpu().numpy(), pool.action_low, pool.action_high)
-            pool.send(action)
+            pool.send(to_actions(out, built.env.action))
             obs, reward, done = pool.recv()
             score += float(reward[0])
             steps += 1
@@ -125,7 +121,7 @@ def record(built, params: torch.Tensor, seed: int, path: str) -> float:
             camera.close()
         pool.close()
     # real time: Atari agent steps are 4 frames of 60 Hz; a MuJoCo step is dt seconds
-    write(path, frames, fps=15 if built.atari is not None else round(1 / pool.sims.dt))
+    write(path, frames, fps=15 if atari else round(1 / pool.sims.dt))
     return score
 
 

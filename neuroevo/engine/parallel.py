@@ -33,10 +33,17 @@ class ParallelEvaluator:
         self._threads = ThreadPoolExecutor(len(parts), thread_name_prefix="neuroevo-driver",
                                            initializer=torch.set_num_threads, initargs=(1,))
 
-    def __getattr__(self, name):  # seed, obs_norm, episode_cap, ...: the parts share them
-        if name == "parts":  # not set yet (copy, unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self.parts[0], name)
+    @property
+    def seed(self) -> int:
+        return self.parts[0].seed  # the parts share the run's seed, env and normaliser
+
+    @property
+    def env(self):
+        return self.parts[0].env
+
+    @property
+    def obs_norm(self):
+        return self.parts[0].obs_norm
 
     def evaluate(self, pop, on_episode=None, indices=None, merge_stats: bool = True
                  ) -> EvalResult:
@@ -114,20 +121,20 @@ def check_fits(num_params: int, workers: int, subsets: int, slots: int,
             "lower engine.slots or engine.subsets (0: automatic)")
 
 
-def make_evaluator(policy, make_pool, population: int, device: torch.device, *,
+def make_evaluator(policy, env, population: int, device: torch.device, *,
                    workers: int = 0, subsets: int = 0, slots: int = 0, env_threads: int = 0,
                    **options) -> Evaluator | ParallelEvaluator:
     """The engine as ``neuroevo run`` builds it: ``workers`` driver threads (0:
     ``default_workers``), each with the automatic layout for its share of the population
-    unless ``subsets``/``slots`` say otherwise. ``make_pool(n, threads)`` makes a pool;
-    with several workers each pool gets one simulator thread unless ``env_threads`` says
+    unless ``subsets``/``slots`` say otherwise, over pools of ``env`` (an ``EnvSpec``). With
+    several workers each pool gets one simulator thread unless ``env_threads`` says
     otherwise (the cores are shared). ``options`` go to every ``Evaluator``."""
     workers = workers or default_workers(population, device)
     auto_subsets, auto_slots = default_layout(-(-population // workers), device)
     check_fits(policy.spec.num_params, workers, subsets or auto_subsets, slots or auto_slots,
                device)
     threads = env_threads or (1 if workers > 1 else 0)
-    parts = [Evaluator(policy, lambda n: make_pool(n, threads), subsets=subsets or auto_subsets,
-                       slots=slots or auto_slots, device=device, **options)
+    parts = [Evaluator(policy, env, subsets=subsets or auto_subsets, slots=slots or auto_slots,
+                       threads=threads, device=device, **options)
              for _ in range(workers)]
     return parts[0] if workers == 1 else ParallelEvaluator(parts)

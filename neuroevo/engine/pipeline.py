@@ -31,8 +31,10 @@ import numpy as np
 import torch
 
 from neuroevo.engine.slots import IDLE, Slots, episode_seed, sampled, step_normals
+from neuroevo.envs.spec import EnvSpec
 from neuroevo.errors import ConfigError, StateError, WorkerError, check_range
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
+from neuroevo.policy.heads import to_actions
 from neuroevo.policy.obsnorm import ObsNorm
 
 STAGES = ("env_wait", "reset", "decode", "h2d", "forward", "d2h", "bookkeeping")
@@ -88,12 +90,11 @@ class Evaluator:
 
     Args:
         policy: the population forward pass (template + spec).
-        make_pool: ``make_pool(num_envs) -> pool`` with ``reset(mask, seeds)``, ``send``,
-            ``recv``, ``num_actions`` (e.g. ``lambda n: AtariPool(config, n)``).
+        env: what to evaluate on (``neuroevo.envs.env_spec``): its pools, action space,
+            episode cap and frame skip.
         subsets: number of double-buffered subsets (>= 1; 2 or more overlap).
         slots: slots per subset.
-        episode_cap: agent steps after which an episode is cut (None: the env's own end).
-        frameskip: emulator frames per agent step, for frame counts.
+        threads: simulator threads per pool (0: the env kind's default).
         device: where slot parameters live and forward passes run.
         seed: the run seed that episode seeds derive from.
         async_resets: reset envs in helper threads (default: on unless the device is the CPU,
@@ -104,31 +105,31 @@ class Evaluator:
             episodes (paper, MuJoCo: 0.01); never in validation or play.
     """
 
-    def __init__(self, policy: BatchedPolicy, make_pool: Callable, *, subsets: int = 2,
-                 slots: int = 32, episode_cap: int | None = None, frameskip: int = 1,
-                 device="auto", seed: int = 0, async_resets: bool | None = None,
-                 obs_norm: ObsNorm | None = None, obs_stats_fraction: float = 0.01,
-                 action_noise: float = 0.0):
+    def __init__(self, policy: BatchedPolicy, env: EnvSpec, *, subsets: int = 2,
+                 slots: int = 32, threads: int = 0, device="auto", seed: int = 0,
+                 async_resets: bool | None = None, obs_norm: ObsNorm | None = None,
+                 obs_stats_fraction: float = 0.01, action_noise: float = 0.0):
         check_range("obs_stats_fraction", obs_stats_fraction, 0 <= obs_stats_fraction <= 1,
                     "in [0, 1]")
         check_range("action_noise", action_noise, action_noise >= 0, ">= 0")
         check_range("subsets", subsets, isinstance(subsets, int) and subsets >= 1, ">= 1")
         check_range("slots", slots, isinstance(slots, int) and slots >= 1, ">= 1")
-        self.policy, self.episode_cap, self.frameskip = policy, episode_cap, frameskip
+        self.policy, self.env = policy, env
+        self.episode_cap, self.frameskip = env.episode_cap, env.frameskip
         self.device, self.seed = resolve_device(device), seed
         self.obs_norm, self.obs_stats_fraction = obs_norm, obs_stats_fraction
         self.action_noise = action_noise
-        self.subsets = [_Subset(make_pool(slots), SlotParams(policy.spec, slots, self.device,
-                                                                policy.kernels))
+        self.subsets = [_Subset(env.make_pool(slots, threads),
+                                SlotParams(policy.spec, slots, self.device, policy.kernels))
                         for _ in range(subsets)]
-        pool = self.subsets[0].pool
-        self.discrete = getattr(pool, "discrete", True)  # argmax, or clipped continuous actions
-        self.low, self.high = getattr(pool, "action_low", None), getattr(pool, "action_high", None)
         if async_resets is None:
             async_resets = self.device.type != "cpu"
         self._resetter = (ThreadPoolExecutor(subsets, thread_name_prefix="neuroevo-reset")
                           if async_resets else None)
         self._stop = threading.Event()  # set by close(): an evaluation in another thread ends
+        box = not env.action.discrete
+        self.action_shape = (env.action.outputs,) if box else ()
+        self.action_dtype = np.float32 if box else np.int32
 
     def close(self) -> None:
         self._stop.set()
@@ -216,16 +217,12 @@ class Evaluator:
             t1 = time.perf_counter()
             out = self.policy.forward(sub.params.prefix(count), obs)  # [count, A]
             t2 = time.perf_counter()
-            if self.discrete:
-                actions = np.zeros(len(sub.slots.member), dtype=np.int32)  # idle envs: 0
-                actions[envs] = out.argmax(1).cpu().numpy()  # sync: the envs need the actions
-            else:
-                actions = np.zeros((len(sub.slots.member), out.shape[1]), dtype=np.float32)
-                chosen = out.cpu().numpy()  # sync: as above
-                if training and self.action_noise:
-                    chosen = chosen + self.action_noise * step_normals(
-                        sub.seed[envs], sub.slots.steps[envs], chosen.shape[1])
-                actions[envs] = np.clip(chosen, self.low, self.high)
+            noise = None
+            if training and self.action_noise and not self.env.action.discrete:
+                noise = self.action_noise * step_normals(sub.seed[envs], sub.slots.steps[envs],
+                                                         out.shape[1])
+            actions = np.zeros((len(sub.slots.member), *self.action_shape), self.action_dtype)
+            actions[envs] = to_actions(out, self.env.action, noise)  # idle envs: zeros
             t3 = time.perf_counter()
             timings["h2d"] += t1 - t0
             timings["forward"] += t2 - t1

@@ -11,15 +11,18 @@ life-loss termination.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from neuroevo.errors import DependencyNotInstalled, StateError, UnknownName, check_range
+from neuroevo.envs.base import PoolBase
+from neuroevo.errors import DependencyNotInstalled, UnknownName, check_range
 
 
 def _ale():
     try:
+        import ale_py
         import ale_py.roms
         import ale_py.vector_env
     except ImportError as e:  # pragma: no cover - ale-py is a declared dependency
@@ -59,17 +62,30 @@ class AtariConfig:
                     self.episode_cap is None or self.episode_cap >= 1, "None or >= 1")
 
 
-class AtariPool:
-    """``num_envs`` emulators stepped together by ale-py's C++ threads.
+OBS_SHAPE = (4, 84, 84)  # uint8: a stack of the last 4 grayscale 84x84 frames
 
-    ``reset(mask, seeds)`` restarts the masked envs, each from its own seed; ``send(actions)``
-    starts a step of every env; ``recv()`` waits for it. Env ``i``'s trajectory depends only
-    on its seed and its actions (verified against a fresh env in the tests).
-    """
+
+@functools.cache
+def action_count(game: str, full_action_space: bool = False) -> int:
+    """Actions the network chooses from: the game's minimal action set (what
+    ``AtariVectorEnv`` uses), or all 18. Read from the ROM, with no emulator stepping."""
+    if full_action_space:
+        return 18
+    ale = _ale()
+    ale.ALEInterface.setLoggerMode(ale.LoggerMode.Error)  # as gymnasium's AtariEnv does
+    interface = ale.ALEInterface()
+    interface.loadROM(ale.roms.get_rom_path(check_game(game)))
+    return len(interface.getMinimalActionSet())
+
+
+class AtariPool(PoolBase):
+    """``num_envs`` emulators stepped together by ale-py's C++ threads (``envs.base``'s
+    protocol). Env ``i``'s trajectory depends only on its seed and its actions (verified
+    against a fresh env in the tests)."""
 
     def __init__(self, config: AtariConfig, num_envs: int, num_threads: int = 0):
-        check_range("num_envs", num_envs, num_envs >= 1, ">= 1")
-        self.config, self.num_envs = config, num_envs
+        super().__init__(num_envs)
+        self.config = config
         # The cap is enforced by the evaluator in agent steps; ale-py's own frame limit is
         # set beyond it (no-ops included) so that it never cuts an episode first.
         max_frames = 108_000 if config.episode_cap is None else (
@@ -81,39 +97,22 @@ class AtariPool:
             max_num_frames_per_episode=max_frames, reward_clipping=False,
             episodic_life=False, use_fire_reset=True, maxpool=True, grayscale=True,
             img_height=84, img_width=84, stack_num=4)
-        self.obs_shape = self.env.single_observation_space.shape  # (4, 84, 84) uint8
-        self.num_actions = int(self.env.single_action_space.n)
-        self.discrete = True
-        self._in_flight, self._started = False, False
 
-    def reset(self, mask: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-        """Restart the envs in ``mask`` from ``seeds`` (one per masked env); ``[N, 4, 84, 84]``."""
-        if self._in_flight:
-            raise StateError("AtariPool.reset() while a step is in flight; call recv() first")
-        seeds = np.asarray(seeds, dtype=np.int64)
+    def _reset(self, mask: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+        """``[N, 4, 84, 84]`` uint8 frame stacks."""
         if not self._started:  # ale-py's partial resets need a full one first
             full = np.zeros(self.num_envs, dtype=np.int64)
             full[mask] = seeds
-            self._started = True
             obs, _ = self.env.reset(seed=full)
         else:
             obs, _ = self.env.reset(seed=seeds, options={"reset_mask": mask})
         return obs
 
-    def send(self, actions: np.ndarray) -> None:
-        if self._in_flight:
-            raise StateError("AtariPool.send() twice without recv(); call recv() first")
-        if not self._started:
-            raise StateError("AtariPool.send() before reset(); reset every env first")
+    def _send(self, actions: np.ndarray) -> None:
         self.env.send(actions)
-        self._in_flight = True
 
-    def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(obs [N, 4, 84, 84] uint8, rewards [N], done [N])`` of the step sent last."""
-        if not self._in_flight:
-            raise StateError("AtariPool.recv() without send(); call send(actions) first")
+    def _recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         obs, rewards, terminated, truncated, _ = self.env.recv()
-        self._in_flight = False
         return obs, rewards, terminated | truncated
 
     def close(self) -> None:

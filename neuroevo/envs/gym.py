@@ -8,9 +8,13 @@ time limit; each restart is seeded, as in ``AtariPool``.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from neuroevo.errors import DependencyNotInstalled, StateError, UnknownName, check_range
+from neuroevo.envs.base import PoolBase
+from neuroevo.errors import ConfigError, DependencyNotInstalled, UnknownName
+from neuroevo.spaces import ActionSpace
 
 
 def _gym():
@@ -28,43 +32,30 @@ def check_env_id(env_id: str) -> str:
     return env_id
 
 
-class GymPool:
-    """``num_envs`` gymnasium envs behind the pool protocol (``reset(mask, seeds)``, send, recv)."""
+class GymPool(PoolBase):
+    """``num_envs`` gymnasium envs behind ``envs.base``'s protocol, stepped in turn."""
 
     def __init__(self, env_id: str, num_envs: int):
-        check_range("num_envs", num_envs, num_envs >= 1, ">= 1")
+        super().__init__(num_envs)
         gym = _gym()
         self.envs = [gym.make(check_env_id(env_id)) for _ in range(num_envs)]
-        space = self.envs[0].action_space
-        self.obs_shape = self.envs[0].observation_space.shape
-        self.discrete = isinstance(space, gym.spaces.Discrete)
-        if self.discrete:
-            self.num_actions = int(space.n)
-        else:
-            self.num_actions = int(np.prod(space.shape))
-            self.action_low, self.action_high = space.low, space.high
-        self._obs = np.zeros((num_envs, *self.obs_shape), dtype=np.float32)
+        self._obs = np.zeros((num_envs, *self.envs[0].observation_space.shape),
+                             dtype=np.float32)
         self._actions = None
         # Envs not started, or whose episode ended, are not stepped until their next reset
         # (gymnasium forbids stepping a finished episode); the evaluator ignores them.
         self._ended = np.ones(num_envs, dtype=bool)
 
-    def reset(self, mask: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-        if self._actions is not None:
-            raise StateError("GymPool.reset() while a step is in flight; call recv() first")
+    def _reset(self, mask: np.ndarray, seeds: np.ndarray) -> np.ndarray:
         for i, seed in zip(np.flatnonzero(mask), seeds, strict=True):
             self._obs[i] = self.envs[i].reset(seed=int(seed))[0]
             self._ended[i] = False
         return self._obs.copy()
 
-    def send(self, actions: np.ndarray) -> None:
-        if self._actions is not None:
-            raise StateError("GymPool.send() twice without recv(); call recv() first")
+    def _send(self, actions: np.ndarray) -> None:
         self._actions = actions
 
-    def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self._actions is None:
-            raise StateError("GymPool.recv() without send(); call send(actions) first")
+    def _recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rewards = np.zeros(len(self.envs))
         done = np.zeros(len(self.envs), dtype=bool)
         for i, (env, action) in enumerate(zip(self.envs, self._actions, strict=True)):
@@ -79,3 +70,23 @@ class GymPool:
     def close(self) -> None:
         for env in self.envs:
             env.close()
+
+
+@functools.cache
+def describe(env_id: str) -> tuple[tuple[int, ...], ActionSpace]:
+    """``(obs_shape, action space)`` of a gymnasium env: one env is made to read them (a
+    gymnasium env declares its spaces only once it exists), then closed."""
+    gym = _gym()
+    env = gym.make(check_env_id(env_id))
+    try:
+        space, obs = env.action_space, env.observation_space
+        if isinstance(space, gym.spaces.Discrete):
+            action = ActionSpace(n=int(space.n))
+        elif isinstance(space, gym.spaces.Box):
+            action = ActionSpace.box(space.low, space.high)
+        else:
+            raise ConfigError(f"{env_id} has a {type(space).__name__} action space; neuroevo "
+                              "runs Discrete and Box action spaces")
+        return tuple(obs.shape), action
+    finally:
+        env.close()

@@ -14,12 +14,14 @@ and ``MujocoPool`` speaks the engine's ``reset(mask, seeds) / send / recv`` prot
 
 from __future__ import annotations
 
+import functools
 import os
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
 
+from neuroevo.envs.base import PoolBase
 from neuroevo.envs.locomotion import TASKS
 from neuroevo.errors import (
     ConfigError,
@@ -178,49 +180,56 @@ class MujocoSims:
         self._workers.shutdown(wait=True)
 
 
-def _max_steps(env_id: str) -> int:
+def max_steps(env_id: str) -> int:
+    """gymnasium's time limit of the task (agent steps)."""
     import gymnasium
 
     return gymnasium.spec(env_id).max_episode_steps
 
 
-class MujocoPool:
-    """The engine's pool protocol over ``MujocoSims``: seeded restarts, time limit, no autoreset.
+@functools.cache
+def describe(env_id: str) -> tuple[int, np.ndarray, np.ndarray]:
+    """``(obs_dim, action low, action high)`` of a task, read from its compiled model and one
+    ``MjData`` (no simulations, no threads)."""
+    mujoco, task = _mujoco(), TASKS[check_task(env_id)]
+    import gymnasium.envs.mujoco as assets
 
-    Episodes end at the task's termination or at gymnasium's ``max_episode_steps`` (1000);
-    an ended env is not stepped again until its next reset (the evaluator ignores it).
+    model = mujoco.MjModel.from_xml_path(str(Path(assets.__file__).parent / "assets" /
+                                             task.xml))
+    data = mujoco.MjData(model)
+    fields = {name: np.asarray(getattr(data, name), np.float64)[None]
+              for name in ("qpos", "qvel", *task.fields)}
+    obs = task.observe({**fields, "body_mass": model.body_mass.copy()})
+    low, high = model.actuator_ctrlrange.astype(np.float32).T
+    return obs.shape[1], low.copy(), high.copy()
+
+
+class MujocoPool(PoolBase):
+    """``envs.base``'s protocol over ``MujocoSims``: seeded restarts, time limit, no autoreset.
+
+    Episodes end at the task's termination or at gymnasium's ``max_episode_steps`` (1000).
+    ``send`` returns at once; the worker threads step while the driver computes.
     """
 
-    discrete = False
-
     def __init__(self, env_id: str, num_envs: int, threads: int = 0):
+        super().__init__(num_envs)
         self.sims = MujocoSims(env_id, num_envs, threads)
-        self.obs_shape = (self.sims.obs_dim,)
-        self.num_actions = self.sims.num_actions
-        self.action_low, self.action_high = self.sims.action_bounds
-        self.max_steps = _max_steps(env_id)
+        self.max_steps = max_steps(env_id)
         self._elapsed = np.zeros(num_envs, dtype=np.int64)
         self._ended = np.ones(num_envs, dtype=bool)
         self._stepping: np.ndarray | None = None
 
-    def reset(self, mask: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-        if self._stepping is not None:
-            raise StateError("MujocoPool.reset() while a step is in flight; call recv() first")
+    def _reset(self, mask: np.ndarray, seeds: np.ndarray) -> np.ndarray:
         envs = np.flatnonzero(mask)
         self.sims.reset(envs, seeds)
         self._ended[envs], self._elapsed[envs] = False, 0
         return self.sims.observe().astype(np.float32)
 
-    def send(self, actions: np.ndarray) -> None:
-        if self._stepping is not None:
-            raise StateError("MujocoPool.send() twice without recv(); call recv() first")
-        stepping = np.flatnonzero(~self._ended)
-        self.sims.step_async(actions, stepping)
-        self._stepping = stepping
+    def _send(self, actions: np.ndarray) -> None:
+        self._stepping = np.flatnonzero(~self._ended)
+        self.sims.step_async(actions, self._stepping)
 
-    def recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self._stepping is None:
-            raise StateError("MujocoPool.recv() without send(); call send(actions) first")
+    def _recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         envs, self._stepping = self._stepping, None
         rewards, terminated = self.sims.step_wait()
         self._elapsed[envs] += 1
@@ -231,4 +240,3 @@ class MujocoPool:
 
     def close(self) -> None:
         self.sims.close()
-

@@ -13,7 +13,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from neuroevo.envs.mujoco import MujocoSims, _max_steps
+from neuroevo.envs.mujoco import MujocoSims, max_steps
 from neuroevo.errors import ConfigError
 
 
@@ -30,7 +30,7 @@ class MujocoVectorEnv(VectorEnv):
         self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP,
                          "render_fps": int(np.round(1.0 / self.sims.dt))}
         self.spec = gymnasium.spec(env_id)
-        self.max_episode_steps = _max_steps(env_id)
+        self.max_episode_steps = max_steps(env_id)
         self._elapsed = np.zeros(num_envs, dtype=np.int64)
         self._autoreset = np.zeros(num_envs, dtype=bool)
 

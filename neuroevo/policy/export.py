@@ -18,8 +18,10 @@ import torch
 from torch import nn
 
 from neuroevo.errors import CheckpointError
+from neuroevo.policy.heads import act_tensor
 from neuroevo.policy.nets import build_template
 from neuroevo.serial import read_file
+from neuroevo.spaces import ActionSpace
 
 FORMAT = "neuroevo.policy/1"
 
@@ -56,12 +58,10 @@ class SavedPolicy(nn.Module):
     @torch.no_grad()
     def act(self, obs: torch.Tensor) -> torch.Tensor:
         """Actions as the engine takes them: argmax, or clipped to the action bounds."""
-        out = self(obs)
-        if self.arch["discrete"]:
-            return out.argmax(-1)
-        low = torch.as_tensor(self.arch["action_low"], dtype=out.dtype)
-        high = torch.as_tensor(self.arch["action_high"], dtype=out.dtype)
-        return torch.maximum(torch.minimum(out, high), low)
+        a = self.arch
+        space = (ActionSpace(n=a["num_outputs"]) if a["discrete"] else
+                 ActionSpace.box(a["action_low"], a["action_high"]))
+        return act_tensor(self(obs), space)
 
 
 def load_policy(path: str) -> SavedPolicy:

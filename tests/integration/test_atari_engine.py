@@ -6,9 +6,11 @@ import torch
 from torch.func import functional_call
 
 from neuroevo import GA, NoiseTable
+from neuroevo.config import EnvConfig
 from neuroevo.engine import Evaluator
 from neuroevo.engine.slots import episode_seed
 from neuroevo.envs.atari import AtariConfig, AtariPool
+from neuroevo.envs.spec import env_spec
 from neuroevo.errors import StateError, UnknownName
 from neuroevo.policy.batched import BatchedPolicy
 from neuroevo.policy.nets import build_template
@@ -20,18 +22,16 @@ CAP = 150
 def setup(request):
     # breakout: episodes end at different times (refill order matters); space_invaders:
     # rewards in every episode (scores must add up exactly).
-    config = AtariConfig(request.param, episode_cap=CAP)
-    probe = AtariPool(config, 1, num_threads=1)
-    template, spec = build_template("small", probe.obs_shape, probe.num_actions)
-    probe.close()
+    env = env_spec(EnvConfig(game=request.param, episode_cap=CAP))
+    template, spec = build_template("small", env.obs_shape, env.action.outputs)
     ga = GA(spec.num_params, init_std=spec.init_std(), population_size=7, truncation=2,
             elite_candidates=0, seed=3, noise=NoiseTable.shared(size=1 << 25))
-    return config, template, spec, ga.ask()
+    return env, template, spec, ga.ask()
 
 
 def naive_episode(config, template, spec, params, seed):
     """One network, one fresh env, batch of 1, a plain loop: the reference fitness."""
-    env = AtariPool(config, 1, num_threads=1)
+    env = AtariPool(config.atari, 1, num_threads=1)
     obs = env.reset(np.ones(1, bool), [seed])
     total, steps, weights = 0.0, 0, spec.unflatten(params)
     while True:
@@ -49,9 +49,8 @@ def evaluate(setup, subsets, slots, threads, async_resets=False):
     config, template, spec, pop = setup
     torch.set_num_threads(threads)
     try:
-        ev = Evaluator(BatchedPolicy(template, spec), lambda n: AtariPool(config, n, threads),
-                       subsets=subsets, slots=slots, episode_cap=CAP, frameskip=4,
-                       device="cpu", seed=5, async_resets=async_resets)
+        ev = Evaluator(BatchedPolicy(template, spec), config, subsets=subsets, slots=slots,
+                       threads=threads, device="cpu", seed=5, async_resets=async_resets)
         result = ev.evaluate(pop)
         ev.close()
         return result
@@ -94,7 +93,8 @@ def test_pool_protocol_errors_and_unknown_games():
         pool.send(np.zeros(2, dtype=np.int32))
     with pytest.raises(StateError, match=r"reset\(\) while a step is in flight"):
         pool.reset(np.ones(2, bool), [0, 1])
-    assert pool.obs_shape == (4, 84, 84)
+    with pytest.raises(ValueError, match=r"a mask of 2 envs and a seed per masked env"):
+        AtariPool(AtariConfig("pong"), 2, num_threads=1).reset(np.ones(2, bool), [0])
 
 
 def test_engine_equals_a_naive_loop_and_refills_slots(setup):

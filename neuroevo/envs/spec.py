@@ -1,0 +1,73 @@
+"""The one registry of env kinds: ``env_spec(cfg.env)`` says what a run's env is.
+
+Which kind an env config names is decided here and nowhere else: a batched MuJoCo
+locomotion task (``env.id`` in ``locomotion.TASKS``), any other gymnasium id (``env.id``),
+or an Atari game (``env.game``). The spec carries what the rest of a run needs to know
+without opening a pool: observation shape, action space, frame skip, the episode cap, and
+``make_pool``. It is a frozen, picklable value, so Ray actors receive it as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from neuroevo.config import EnvConfig
+from neuroevo.envs.atari import OBS_SHAPE, AtariConfig, AtariPool, action_count
+from neuroevo.envs.base import Pool
+from neuroevo.envs.locomotion import TASKS
+from neuroevo.spaces import ActionSpace
+
+KINDS = ("atari", "mujoco", "gym")
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    kind: str  # one of KINDS
+    name: str  # the Atari game or the gymnasium id
+    obs_shape: tuple[int, ...]
+    action: ActionSpace
+    frameskip: int  # emulator frames per agent step: frame counts are steps x frameskip
+    episode_cap: int | None  # agent steps after which the evaluator cuts an episode
+    max_steps: int | None  # the env's own limit in agent steps (None: Atari's 108k frames)
+    atari: AtariConfig | None = None
+
+    @property
+    def image(self) -> bool:
+        return len(self.obs_shape) == 3
+
+    def make_pool(self, num_envs: int, threads: int = 0) -> Pool:
+        """``num_envs`` envs of this spec; ``threads`` simulator threads (0: the kind's
+        default; gymnasium envs step in the calling thread)."""
+        if self.kind == "atari":
+            return AtariPool(self.atari, num_envs, threads)
+        if self.kind == "mujoco":
+            from neuroevo.envs.mujoco import MujocoPool
+
+            return MujocoPool(self.name, num_envs, threads)
+        from neuroevo.envs.gym import GymPool
+
+        return GymPool(self.name, num_envs)
+
+
+def env_spec(env: EnvConfig) -> EnvSpec:
+    """The spec of the env ``env`` configures (an unknown game or id is a one-line error)."""
+    cap = env.episode_cap or None
+    if env.id in TASKS:
+        from neuroevo.envs.mujoco import describe, max_steps
+
+        obs_dim, low, high = describe(env.id)
+        return EnvSpec("mujoco", env.id, (obs_dim,), ActionSpace.box(low, high), 1, cap,
+                       max_steps(env.id))
+    if env.id:
+        import gymnasium
+
+        from neuroevo.envs.gym import describe
+
+        obs_shape, action = describe(env.id)
+        return EnvSpec("gym", env.id, obs_shape, action, 1, cap,
+                       gymnasium.spec(env.id).max_episode_steps)
+    atari = AtariConfig(env.game, sticky_actions=env.sticky_actions, noop_max=env.noop_max,
+                        frameskip=env.frameskip, episode_cap=cap)
+    return EnvSpec("atari", env.game, OBS_SHAPE,
+                   ActionSpace(n=action_count(env.game, atari.full_action_space)),
+                   atari.frameskip, cap, None, atari)

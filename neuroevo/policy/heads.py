@@ -1,0 +1,31 @@
+"""Network outputs to env actions, in one place: the argmax of the logits for discrete
+actions; for a box, the outputs (plus Gaussian training noise, OpenAI-ES on MuJoCo) clipped
+to its bounds. The engine, ``neuroevo play`` and exported policies all act through these."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from neuroevo.spaces import ActionSpace
+
+
+def to_actions(out: torch.Tensor, space: ActionSpace, noise: np.ndarray | None = None
+               ) -> np.ndarray:
+    """``[N, outputs]`` network outputs -> ``[N]`` int32 actions or ``[N, dims]`` float32;
+    ``noise`` (``[N, dims]``, box only) is added before clipping."""
+    if space.discrete:
+        return out.argmax(1).cpu().numpy().astype(np.int32)  # sync: the envs need the actions
+    chosen = out.cpu().numpy()  # sync: as above
+    if noise is not None:
+        chosen = chosen + noise
+    low, high = space.bounds()
+    return np.clip(chosen, low, high).astype(np.float32)
+
+
+def act_tensor(out: torch.Tensor, space: ActionSpace) -> torch.Tensor:
+    """``to_actions`` without noise, as tensors (for exported policies)."""
+    if space.discrete:
+        return out.argmax(-1)
+    low, high = (torch.as_tensor(b, dtype=out.dtype, device=out.device) for b in space.bounds())
+    return torch.maximum(torch.minimum(out, high), low)
