@@ -25,7 +25,7 @@ from torch.func import functional_call
 
 from neuroevo.config import EnvConfig
 from neuroevo.engine.parallel import make_evaluator
-from neuroevo.engine.pipeline import default_layout, resolve_device
+from neuroevo.engine.pipeline import EvalResult, default_layout, resolve_device
 from neuroevo.envs.spec import env_spec
 from neuroevo.errors import UnknownName, check_range
 from neuroevo.files import atomic_write
@@ -140,15 +140,14 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     result["engine_workers"] = len(getattr(evaluator, "parts", [evaluator]))
 
     def engine_run():
-        frames, elapsed, timings, occupancy = 0, 0.0, {}, []
-        while elapsed < cfg.seconds:
+        parts: list = []
+        while sum(r.wall_time for _, r in parts) < cfg.seconds:
             pop = ga.ask()
             r = evaluator.evaluate(pop)
             ga.tell(r.fitness)
-            frames, elapsed = frames + r.frames, elapsed + r.wall_time
-            timings = {k: timings.get(k, 0.0) + v for k, v in r.timings.items()}
-            occupancy.append(r.occupancy)
-        return frames / elapsed, timings, float(np.mean(occupancy))
+            parts.append((None, r))
+        total = EvalResult.combine(parts)  # generations one after another
+        return total.frames / total.wall_time, total.timings, total.occupancy
 
     # Rounds interleave the four measurements so that a noisy neighbour on a shared
     # machine hits all of them alike; each figure is its best round.

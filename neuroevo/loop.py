@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from neuroevo.engine.pipeline import EvalResult
 from neuroevo.memory import release_free_memory
 
 
@@ -46,21 +47,12 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
                    ) -> dict:
     """Run every phase of the optimizer's current generation; update ``totals``; return a row."""
     row: dict = {"generation": optimizer.state.generation}
-    frames = episodes = phases = eval_frames = comm_bytes = 0
-    wall = occupancy_sum = 0.0
-    timings: dict[str, float] = {}  # seconds per pipeline stage, all phases
+    budgeted, outside = [], []  # the phases' results, counted in the budget or not
     while True:
         pop = optimizer.ask()
         result = evaluator.evaluate(pop, on_episode=on_episode)
         metrics = optimizer.tell(result.fitness)
-        if pop.budgeted:
-            frames, episodes = frames + result.frames, episodes + len(pop)
-        else:
-            eval_frames += result.frames
-        phases += 1
-        comm_bytes += getattr(result, "comm_bytes", 0)
-        wall, occupancy_sum = wall + result.wall_time, occupancy_sum + result.occupancy
-        timings = {k: timings.get(k, 0.0) + v for k, v in result.timings.items()}
+        (budgeted if pop.budgeted else outside).append((None, result))
         if pop.phase == "train":
             row.update(fitness_max=metrics["fitness_max"], fitness_mean=metrics["fitness_mean"],
                        fitness_min=metrics["fitness_min"],
@@ -70,18 +62,20 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
                 row[key] = metrics[key]
         if metrics["generation_done"]:
             break
+    counted, every = EvalResult.combine(budgeted), EvalResult.combine(budgeted + outside)
     totals.generation += 1
-    totals.frames += frames
-    totals.episodes += episodes
-    totals.wall_time += wall
+    totals.frames += counted.frames
+    totals.episodes += sum(len(r.fitness) for _, r in budgeted)
+    totals.wall_time += every.wall_time
+    wall = every.wall_time
     row.update(frames=totals.frames, episodes=totals.episodes, wall_time=totals.wall_time,
-               generation_frames=frames, fps=(frames + eval_frames) / wall if wall > 0 else 0.0,
-               occupancy=occupancy_sum / phases, best_fitness=optimizer.state.best_fitness,
-               timings={k: round(v, 4) for k, v in timings.items()})
-    if eval_frames:
-        row["eval_frames"] = eval_frames
-    if comm_bytes:  # a distributed evaluator: driver <-> worker messages of this generation
-        row["bytes_per_generation"] = comm_bytes
+               generation_frames=counted.frames, fps=every.frames / wall if wall > 0 else 0.0,
+               occupancy=every.occupancy, best_fitness=optimizer.state.best_fitness,
+               timings={k: round(v, 4) for k, v in every.timings.items()})
+    if every.frames > counted.frames:
+        row["eval_frames"] = every.frames - counted.frames
+    if every.comm_bytes:  # a distributed evaluator: driver <-> worker messages of this generation
+        row["bytes_per_generation"] = every.comm_bytes
     release_free_memory()
     return row
 

@@ -183,7 +183,7 @@ class Worker:
         pop = self.built.optimizer.ask()
         r = self.built.evaluator.evaluate(pop, indices=indices, merge_stats=False)
         release_free_memory()  # an actor's heap fragments as the driver's does
-        return indices, r.fitness, r.steps, r.frames, r.obs_stats, r.occupancy, r.timings
+        return indices, r
 
     def close(self) -> None:
         self.built.evaluator.close()
@@ -301,12 +301,9 @@ class RayEvaluator:
         check, n = fingerprint(self.optimizer, self.obs_norm), len(pop)
         size = max(1, -(-n // (len(self.actors) * self.chunks_per_actor)))
         queue = collections.deque(np.arange(i, min(i + size, n)) for i in range(0, n, size))
-        fitness, steps = np.zeros(n), np.zeros(n, dtype=np.int64)
         self.counts = np.zeros(n, dtype=np.int64)  # results kept per member (exactly once)
-        frames = comm = finished = replaced = 0
-        occupancy = 0.0
-        stats: dict = {}
-        timings: dict = {}
+        comm = finished = replaced = 0
+        parts: list = []  # (positions kept, chunk result)
         flight: dict = {}  # object ref -> (actor, chunk)
         alive: dict = {}  # actor -> when it last returned a chunk or got work while idle
 
@@ -392,28 +389,26 @@ class RayEvaluator:
                                   f"{getattr(e, 'cause', e)}") from None
             comm += len(pickle.dumps(reply))
             alive[actor] = time.monotonic()
-            indices, f, s, fr, st, occ, tm = reply
+            indices, r = reply
             fresh = self.counts[indices] == 0  # a member's first result is the one kept
             self.counts[indices] += fresh
-            fitness[indices[fresh]], steps[indices[fresh]] = f[fresh], s[fresh]
-            frames += fr
-            occupancy += occ * len(indices)
-            stats.update(st)
-            timings = {k: timings.get(k, 0.0) + v for k, v in tm.items()}
-            skip = fr // max(1, int(s.sum()))  # frames per agent step
+            kept = dataclasses.replace(r, fitness=r.fitness[fresh], steps=r.steps[fresh])
+            parts.append((indices[fresh], kept))  # a rerun's frames were spent: they count
+            skip = r.frames // max(1, int(r.steps.sum()))  # frames per agent step
             for i in np.flatnonzero(fresh):
                 finished += 1
                 if on_episode is not None:
-                    on_episode(finished, n, f[i], s[i] * skip)
+                    on_episode(finished, n, r.fitness[i], r.steps[i] * skip)
             if self.on_chunk is not None:
                 self.on_chunk(self, self.actors.index(actor))
             top_up()
-        if stats and self.obs_norm is not None:
-            merge_obs_stats(self.obs_norm, stats)
-            self.log.append(("stats", stats))
-        self._last = (pop.generation, pop.phase, fitness)
-        wall = time.perf_counter() - start
-        return EvalResult(fitness, steps, frames, wall, timings, occupancy / n, stats, comm)
+        result = EvalResult.combine(parts, n, time.perf_counter() - start)
+        result.comm_bytes = comm
+        if result.obs_stats and self.obs_norm is not None:
+            merge_obs_stats(self.obs_norm, result.obs_stats)
+            self.log.append(("stats", result.obs_stats))
+        self._last = (pop.generation, pop.phase, result.fitness)
+        return result
 
     def close(self) -> None:
         """Kill the actors, and stop the Ray instance if this process started it: no Ray

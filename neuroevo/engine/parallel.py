@@ -66,19 +66,11 @@ class ParallelEvaluator:
             results = [f.result() for f in futures]
         finally:
             torch.set_num_threads(threads)
-        fitness, steps = np.zeros(len(members)), np.zeros(len(members), dtype=np.int64)
-        stats: dict = {}
-        timings: dict = {}
-        for (_, pos), r in zip(shares, results, strict=True):
-            fitness[pos], steps[pos] = r.fitness, r.steps
-            stats.update(r.obs_stats)
-            timings = {name: timings.get(name, 0.0) + v for name, v in r.timings.items()}
-        if stats and merge_stats:
-            merge_obs_stats(self.parts[0].obs_norm, stats)
-        occupancy = sum(r.occupancy * len(pos) for (_, pos), r in zip(shares, results,
-                                                                       strict=True))
-        return EvalResult(fitness, steps, sum(r.frames for r in results),
-                          time.perf_counter() - start, timings, occupancy / len(members), stats)
+        result = EvalResult.combine(list(zip((pos for _, pos in shares), results, strict=True)),
+                                    len(members), time.perf_counter() - start)
+        if result.obs_stats and merge_stats:
+            merge_obs_stats(self.parts[0].obs_norm, result.obs_stats)
+        return result
 
     def close(self) -> None:
         for part in self.parts:  # running evaluations end at their next step (Ctrl-C)

@@ -70,9 +70,38 @@ class EvalResult:
     frames: int  # emulator frames (steps x frameskip)
     wall_time: float
     timings: dict = field(default_factory=dict)  # seconds per pipeline stage
-    occupancy: float = 0.0  # mean fraction of slots computed per forward pass
+    computed: int = 0  # network rows computed, summed over forward passes
+    offered: int = 0  # slots those forward passes had (computed + idle)
     obs_stats: dict = field(default_factory=dict)  # member -> [sum, sumsq, count] (sampled)
     comm_bytes: int = 0  # bytes of messages between driver and workers (distributed only)
+
+    @property
+    def occupancy(self) -> float:
+        """The fraction of slots computed per forward pass, over every pass."""
+        return self.computed / self.offered if self.offered else 0.0
+
+    @classmethod
+    def combine(cls, parts: list[tuple[np.ndarray | None, EvalResult]], size: int = 0,
+                wall_time: float | None = None) -> EvalResult:
+        """One result from ``(positions, part)`` pairs: each part's fitness and steps go to
+        its ``positions`` of a result of ``size`` members (None: counted, not placed);
+        frames, slot rows, stage timings and message bytes add up; observation statistics
+        (keyed by member) are united. ``wall_time``: the parts ran at once for that long;
+        None: one after another (their wall times add up). The one merge of the engine's
+        workers, the distributed driver, a generation's phases and the bench."""
+        fitness, steps = np.zeros(size), np.zeros(size, dtype=np.int64)
+        timings: dict[str, float] = {}
+        stats: dict = {}
+        for pos, r in parts:
+            if pos is not None:
+                fitness[pos], steps[pos] = r.fitness, r.steps
+            for name, seconds in r.timings.items():
+                timings[name] = timings.get(name, 0.0) + seconds
+            stats.update(r.obs_stats)
+        wall = sum(r.wall_time for _, r in parts) if wall_time is None else wall_time
+        return cls(fitness, steps, sum(r.frames for _, r in parts), wall, timings,
+                   sum(r.computed for _, r in parts), sum(r.offered for _, r in parts), stats,
+                   sum(r.comm_bytes for _, r in parts))
 
 
 class _Subset:
@@ -278,7 +307,7 @@ class Evaluator:
             merge_obs_stats(self.obs_norm, stats)
         wall = time.perf_counter() - start
         return EvalResult(fitness, steps, int(steps.sum()) * self.frameskip, wall, timings,
-                          computed / offered if offered else 0.0, stats)
+                          computed, offered, stats)
 
 
 def merge_obs_stats(obs_norm: ObsNorm, stats: dict) -> None:

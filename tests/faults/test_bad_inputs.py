@@ -101,6 +101,7 @@ def test_yaml_on_and_off_are_names_not_booleans(tmp_path):
     assert load(str(tmp_path / "c.yaml")).env.obs_norm == "off"
 
 
+@pytest.mark.slow
 def test_episode_cap_0_means_the_envs_own_limit(tmp_path):
     out = neuroevo("run", "ga", *CARTPOLE, "--generations", "1", "--episode-cap", "0",
                    "--run-dir", "r", cwd=tmp_path)

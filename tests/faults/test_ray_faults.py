@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from faultkit import CARTPOLE, neuroevo, one_line_error, start, terminate, wait_for_rows
 
+pytestmark = pytest.mark.slow  # starts local Ray clusters
+
 ray = pytest.importorskip("ray")
 RAY = ["--backend", "ray", "--ray-actors", "1"]
 
@@ -45,7 +47,6 @@ def listening(pids: set[int]) -> list[str]:
             if any(f"pid={p}," in line for p in pids)]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("stop", [None, signal.SIGINT, signal.SIGTERM])
 def test_local_ray_binds_loopback_and_leaves_no_process(tmp_path, stop):
     before = ray_processes()
@@ -65,7 +66,6 @@ def test_local_ray_binds_loopback_and_leaves_no_process(tmp_path, stop):
     assert not wait_gone(before), "Ray processes outlived the driver"
 
 
-@pytest.mark.slow
 def test_a_ray_address_left_in_the_environment_is_not_joined(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "neuroevo", "run", "ga", *CARTPOLE, *RAY, "--generations", "1",

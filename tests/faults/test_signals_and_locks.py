@@ -5,6 +5,8 @@ import signal
 import pytest
 from faultkit import CARTPOLE, neuroevo, one_line_error, rows, start, terminate, wait_for_rows
 
+pytestmark = pytest.mark.slow  # real processes stopped by signals
+
 
 @pytest.mark.parametrize("after", [0, 1, 3])
 def test_resume_after_sigterm_equals_an_uninterrupted_run(tmp_path, straight, after):
@@ -57,7 +59,6 @@ def test_default_run_directories_never_collide(tmp_path):
     assert len(runs) == 2 and all(r.startswith("ga-CartPole-v1-s7-") for r in runs), runs
 
 
-@pytest.mark.slow
 def test_an_interrupted_sweep_prints_no_traceback_and_continues(tmp_path):
     import subprocess
     import sys

@@ -63,6 +63,7 @@ def _temporaries(run):
     return [p for p in run.rglob("*") if files.is_temporary(p.name)]
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_keeps_the_checkpoint_and_resumes(tmp_path, straight):
     disk = tmp_path / "disk"
     disk.mkdir()

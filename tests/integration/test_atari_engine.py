@@ -109,6 +109,7 @@ def test_engine_equals_a_naive_loop_and_refills_slots(setup):
     assert 0 < result.occupancy <= 1
 
 
+@pytest.mark.slow
 def test_fitness_does_not_depend_on_subsets_slots_or_threads(setup):
     a = evaluate(setup, subsets=1, slots=7, threads=1)
     b = evaluate(setup, subsets=2, slots=2, threads=2)

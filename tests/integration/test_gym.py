@@ -40,6 +40,7 @@ def test_protocol_errors_and_unknown_ids():
         pool.recv()
 
 
+@pytest.mark.slow
 def test_es_solves_cartpole_and_continuous_actions_are_clipped():
     rows = train(algo__name="es", env__id="CartPole-v1", algo__population=50, seed=0,
                  budget__generations=12, engine__device="cpu").history

@@ -7,6 +7,8 @@ import torch
 
 from neuroevo import train
 
+pytestmark = pytest.mark.slow  # GA runs through Triton's interpreter
+
 pytest.importorskip("triton")
 pytest.importorskip("gymnasium")  # a GPU machine may lack the simulators: see gpu_check.sh
 pytest.importorskip("ale_py")

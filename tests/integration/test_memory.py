@@ -5,6 +5,10 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a population of 1000 large nets: ~2 minutes
+
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "check_memory.py"
 
 

@@ -9,6 +9,8 @@ import pytest
 
 from neuroevo import train
 
+pytestmark = pytest.mark.slow  # starts local Ray clusters
+
 ray = pytest.importorskip("ray")
 
 KEYS = ("generation", "frames", "episodes", "fitness_max", "fitness_mean", "fitness_min",

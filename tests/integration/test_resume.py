@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs killed and resumed, each against a straight run
+
 TINY = ["--game", "pong", "--population", "6", "--episode-cap", "25", "--device", "cpu",
         "--set", "algo.elite_candidates=2", "--set", "algo.validation_episodes=2",
         "--set", "engine.slots=2", "--no-progress"]

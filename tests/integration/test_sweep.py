@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # whole sweeps of CLI runs
+
 pytest.importorskip("ray")
 SWEEP = Path(__file__).resolve().parents[2] / "scripts" / "sweep.py"
 ARGS = ["--algo", "es", "--set", "env.id=CartPole-v1", "--set", "engine.device=cpu",

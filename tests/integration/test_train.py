@@ -151,6 +151,7 @@ def test_config_defaults_are_quick_cpu_settings():
     assert np.isclose(cfg.algo.lr, 0.01)
 
 
+@pytest.mark.slow
 def test_bench_reports_every_figure(tmp_path):
     out = cli("bench", "--net", "small", "--population", "4", "--seconds", "0.3",
               "--rounds", "1", "--episode-cap", "20", "--json", "b.json", cwd=tmp_path)
@@ -177,6 +178,7 @@ def test_cli_plot(tmp_path):
     assert not (tmp_path / "d.png").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ga", "es"])
 def test_cli_play_scores_and_records_the_saved_policy(tmp_path, algo):
     candidates = [] if algo == "es" else ["--set", "algo.elite_candidates=2"]
@@ -207,6 +209,7 @@ def test_cli_play_scores_and_records_the_saved_policy(tmp_path, algo):
         assert bad.returncode == 2 and message in bad.stderr
 
 
+@pytest.mark.slow
 def test_cli_play_records_a_mujoco_policy(tmp_path):
     out = cli("run", "es", "--env", "Hopper-v5", "--population", "4", "--generations", "1",
               "--set", "net.hidden=16,16", "--run-dir", "r", "--device", "cpu", cwd=tmp_path)
@@ -224,6 +227,7 @@ def test_cli_play_records_a_mujoco_policy(tmp_path):
     assert bad.returncode == 2 and "other gymnasium envs have no renderer" in bad.stderr
 
 
+@pytest.mark.slow
 def test_quick_cartpole_config_solves_cartpole(tmp_path):
     config = pathlib.Path(__file__).parents[2] / "experiments" / "configs" / "quick_cpu_cartpole.yaml"
     out = cli("run", "es", "--config", str(config), "--run-dir", "r", "--device", "cpu",
@@ -234,6 +238,7 @@ def test_quick_cartpole_config_solves_cartpole(tmp_path):
     assert rows[-1]["center_score"] == 500.0  # the centre balances the pole for 500 steps
 
 
+@pytest.mark.slow
 def test_several_driver_threads_give_the_same_run():
     kw = dict(algo__name="ga", env__game="pong", algo__population=9, env__episode_cap=30,
               algo__elite_candidates=2, algo__validation_episodes=2, budget__generations=2,

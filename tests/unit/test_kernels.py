@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from neuroevo.kernels import REFERENCE, Kernels, from_environment, reference, select
 
 from neuroevo import NoiseTable, SeedChain
 from neuroevo.genomes import ChainDecoder, Perturbation, PerturbationDecoder
-from neuroevo.kernels import REFERENCE, Kernels, from_environment, reference, select
 
 pytest.importorskip("triton")
 
@@ -198,6 +198,7 @@ def test_the_im2col_reference_path_equals_the_grouped_convolution():
     torch.testing.assert_close(grouped, policy.reference(params, obs), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_network_s_output_through_the_kernels_does_not_depend_on_the_batch(ops):
     """Each program reads one row's weights and input in a fixed order: a network's actions
     are the same bits whichever other networks share its forward pass (slot layouts, ragged
