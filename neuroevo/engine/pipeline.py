@@ -178,93 +178,10 @@ class Evaluator:
         distributed driver merges every worker's in member order).
         """
         members = np.arange(len(pop)) if indices is None else np.asarray(indices, dtype=np.int64)
-        n = len(members)
-        training = pop.phase == "train" and getattr(pop, "budgeted", True)
-        normalize = self.obs_norm.frozen(self.device) if self.obs_norm is not None else None
-        stats: dict[int, list] = {}  # member -> [sum, sumsq, count] of its observations
-        fitness, steps = np.zeros(n), np.zeros(n, dtype=np.int64)
-        timings = dict.fromkeys(STAGES, 0.0)
-        computed, offered = 0, 0
-        next_member = finished = 0
-        start = time.perf_counter()
-
-        def refill(sub: _Subset, free: np.ndarray) -> None:
-            """Give free envs the next members and restart them from their seeds."""
-            nonlocal next_member
-            mask = np.zeros(len(sub.slots.member), dtype=bool)
-            seeds = []
-            for env in free:
-                if next_member >= n:
-                    if sub.slots.member[env] != IDLE:
-                        move = sub.slots.stop(env)
-                        if move:
-                            sub.params.move(*move)
-                    continue
-                t = time.perf_counter()
-                member = int(members[next_member])
-                row = sub.slots.start(env, next_member)
-                parts = pop.member_parts(member, self.device)
-                if parts is not None:  # one fused perturbation into the slot's storage
-                    sub.params.load_perturbed(row, *parts)
-                else:
-                    sub.params.load(row, pop.member_params(member, self.device))
-                timings["decode"] += time.perf_counter() - t
-                mask[env] = True
-                seed = episode_seed(self.seed, pop.generation, pop.phase, member)
-                seeds.append(seed)
-                sub.seed[env] = seed
-                sub.sampled[env] = (training and normalize is not None
-                                    and sampled(seed, self.obs_stats_fraction))
-                next_member += 1
-            if mask.any():
-                seeds = np.array(seeds, dtype=np.int64)
-                if self._resetter is not None:
-                    # overlap: seeded resets reload the ROM (tens of ms); they run in a helper
-                    # thread (the GIL is released) while the driver serves the other subsets.
-                    sub.resetting = self._resetter.submit(sub.pool.reset, mask, seeds)
-                else:
-                    # On a CPU the reset would only take cores from the forward pass.
-                    t = time.perf_counter()
-                    sub.resetting = Future()
-                    sub.resetting.set_result(sub.pool.reset(mask, seeds))
-                    timings["reset"] += time.perf_counter() - t
-
-        def act(sub: _Subset) -> None:
-            """Forward pass of the running episodes' rows, then send every env its action."""
-            nonlocal computed, offered
-            count = sub.slots.count
-            envs = sub.slots.env_of[:count]  # [count] env of each computed row
-            t0 = time.perf_counter()
-            rows = sub.obs[envs]  # [count, *obs_shape]
-            for k in np.flatnonzero(sub.sampled[envs]):  # a few episodes feed the statistics
-                x = rows[k].astype(np.float64)
-                acc = stats.setdefault(int(members[sub.slots.member[envs[k]]]), [0.0, 0.0, 0])
-                acc[0], acc[1], acc[2] = acc[0] + x, acc[1] + x * x, acc[2] + 1
-            obs = torch.from_numpy(rows).to(self.device, non_blocking=True)
-            if normalize is not None:
-                obs = normalize(obs)
-            t1 = time.perf_counter()
-            out = self.policy.forward(sub.params.prefix(count), obs)  # [count, A]
-            t2 = time.perf_counter()
-            noise = None
-            if training and self.action_noise and not self.env.action.discrete:
-                noise = self.action_noise * step_normals(sub.seed[envs], sub.slots.steps[envs],
-                                                         out.shape[1])
-            actions = np.zeros((len(sub.slots.member), *self.action_shape), self.action_dtype)
-            actions[envs] = to_actions(out, self.env.action, noise)  # idle envs: zeros
-            t3 = time.perf_counter()
-            timings["h2d"] += t1 - t0
-            timings["forward"] += t2 - t1
-            timings["d2h"] += t3 - t2
-            computed += count
-            offered += len(actions)
-            sub.pool.send(actions)
-            sub.in_flight = True
-
+        run = _Run(self, pop, members, on_episode)
         for sub in self.subsets:
             sub.slots = Slots(sub.params.num_rows)
-            refill(sub, np.arange(sub.params.num_rows))
-
+            self._refill(run, sub, np.arange(sub.params.num_rows))
         while any(sub.in_flight or sub.resetting for sub in self.subsets):
             if self._stop.is_set():  # Ctrl-C in the main thread while this is a driver thread
                 raise StateError("the evaluator was closed during an evaluation")
@@ -272,42 +189,139 @@ class Evaluator:
                 if sub.resetting is not None:
                     if not sub.resetting.done() and any(o.in_flight for o in self.subsets):
                         continue  # serve the subsets that are stepping first
-                    t = time.perf_counter()
-                    try:
-                        sub.obs = sub.resetting.result()
-                    except Exception as e:
-                        raise WorkerError(f"subset {i}: resetting its envs failed: {e}") from e
-                    finally:
-                        sub.resetting = None
-                    timings["reset"] += time.perf_counter() - t
-                    if sub.slots.count:
-                        act(sub)
+                    self._take_reset(run, sub, i)
+                elif sub.in_flight:
+                    self._collect(run, sub)
+                else:
                     continue
-                if not sub.in_flight:
-                    continue
-                t = time.perf_counter()
-                sub.obs, rewards, done = sub.pool.recv()
-                sub.in_flight = False
-                t1 = time.perf_counter()
-                timings["env_wait"] += t1 - t
-                ended = sub.slots.step(rewards, done, self.episode_cap)
-                for env in ended:
-                    m = sub.slots.member[env]
-                    fitness[m], steps[m] = sub.slots.ret[env], sub.slots.steps[env]
-                    finished += 1
-                    if on_episode is not None:
-                        on_episode(finished, n, fitness[m], steps[m] * self.frameskip)
-                timings["bookkeeping"] += time.perf_counter() - t1
-                if len(ended):
-                    refill(sub, ended)
                 if sub.resetting is None and sub.slots.count:
-                    act(sub)
+                    self._act(run, sub)
+        if run.stats and merge_stats:
+            merge_obs_stats(self.obs_norm, run.stats)
+        return EvalResult(run.fitness, run.steps, int(run.steps.sum()) * self.frameskip,
+                          time.perf_counter() - run.start, run.timings, run.computed,
+                          run.offered, run.stats)
 
-        if stats and merge_stats:
-            merge_obs_stats(self.obs_norm, stats)
-        wall = time.perf_counter() - start
-        return EvalResult(fitness, steps, int(steps.sum()) * self.frameskip, wall, timings,
-                          computed, offered, stats)
+    def _refill(self, run: _Run, sub: _Subset, free: np.ndarray) -> None:
+        """Give free envs the next members and restart them from their seeds."""
+        mask = np.zeros(len(sub.slots.member), dtype=bool)
+        seeds = []
+        for env in free:
+            if run.next_member >= len(run.members):
+                if sub.slots.member[env] != IDLE:
+                    move = sub.slots.stop(env)
+                    if move:
+                        sub.params.move(*move)
+                continue
+            t = time.perf_counter()
+            member = int(run.members[run.next_member])
+            row = sub.slots.start(env, run.next_member)
+            parts = run.pop.member_parts(member, self.device)
+            if parts is not None:  # one fused perturbation into the slot's storage
+                sub.params.load_perturbed(row, *parts)
+            else:
+                sub.params.load(row, run.pop.member_params(member, self.device))
+            run.timings["decode"] += time.perf_counter() - t
+            mask[env] = True
+            seed = episode_seed(self.seed, run.pop.generation, run.pop.phase, member)
+            seeds.append(seed)
+            sub.seed[env] = seed
+            sub.sampled[env] = (run.training and run.normalize is not None
+                                and sampled(seed, self.obs_stats_fraction))
+            run.next_member += 1
+        if not mask.any():
+            return
+        seeds = np.array(seeds, dtype=np.int64)
+        if self._resetter is not None:
+            # overlap: seeded resets reload the ROM (tens of ms); they run in a helper
+            # thread (the GIL is released) while the driver serves the other subsets.
+            sub.resetting = self._resetter.submit(sub.pool.reset, mask, seeds)
+        else:
+            # On a CPU the reset would only take cores from the forward pass.
+            t = time.perf_counter()
+            sub.resetting = Future()
+            sub.resetting.set_result(sub.pool.reset(mask, seeds))
+            run.timings["reset"] += time.perf_counter() - t
+
+    def _take_reset(self, run: _Run, sub: _Subset, i: int) -> None:
+        """The observations of a subset's finished reset."""
+        t = time.perf_counter()
+        try:
+            sub.obs = sub.resetting.result()
+        except Exception as e:
+            raise WorkerError(f"subset {i}: resetting its envs failed: {e}") from e
+        finally:
+            sub.resetting = None
+        run.timings["reset"] += time.perf_counter() - t
+
+    def _act(self, run: _Run, sub: _Subset) -> None:
+        """Forward pass of the running episodes' rows, then send every env its action."""
+        count = sub.slots.count
+        envs = sub.slots.env_of[:count]  # [count] env of each computed row
+        t0 = time.perf_counter()
+        rows = sub.obs[envs]  # [count, *obs_shape]
+        for k in np.flatnonzero(sub.sampled[envs]):  # a few episodes feed the statistics
+            run.observe(int(run.members[sub.slots.member[envs[k]]]), rows[k])
+        obs = torch.from_numpy(rows).to(self.device, non_blocking=True)
+        if run.normalize is not None:
+            obs = run.normalize(obs)
+        t1 = time.perf_counter()
+        out = self.policy.forward(sub.params.prefix(count), obs)  # [count, outputs]
+        t2 = time.perf_counter()
+        noise = None
+        if run.training and self.action_noise and not self.env.action.discrete:
+            noise = self.action_noise * step_normals(sub.seed[envs], sub.slots.steps[envs],
+                                                     out.shape[1])
+        actions = np.zeros((len(sub.slots.member), *self.action_shape), self.action_dtype)
+        actions[envs] = to_actions(out, self.env.action, noise)  # idle envs: zeros
+        t3 = time.perf_counter()
+        run.timings["h2d"] += t1 - t0
+        run.timings["forward"] += t2 - t1
+        run.timings["d2h"] += t3 - t2
+        run.computed += count
+        run.offered += len(actions)
+        sub.pool.send(actions)
+        sub.in_flight = True
+
+    def _collect(self, run: _Run, sub: _Subset) -> None:
+        """Receive a subset's step, record the episodes it ended and refill their slots."""
+        t = time.perf_counter()
+        sub.obs, rewards, done = sub.pool.recv()
+        sub.in_flight = False
+        t1 = time.perf_counter()
+        run.timings["env_wait"] += t1 - t
+        ended = sub.slots.step(rewards, done, self.episode_cap)
+        for env in ended:
+            m = sub.slots.member[env]
+            run.fitness[m], run.steps[m] = sub.slots.ret[env], sub.slots.steps[env]
+            run.finished += 1
+            if run.on_episode is not None:
+                run.on_episode(run.finished, len(run.members), run.fitness[m],
+                               run.steps[m] * self.frameskip)
+        run.timings["bookkeeping"] += time.perf_counter() - t1
+        if len(ended):
+            self._refill(run, sub, ended)
+
+
+class _Run:
+    """The state of one ``Evaluator.evaluate`` call: its members, results and counters."""
+
+    def __init__(self, ev: Evaluator, pop, members: np.ndarray, on_episode):
+        self.pop, self.members, self.on_episode = pop, members, on_episode
+        self.training = pop.phase == "train" and getattr(pop, "budgeted", True)
+        self.normalize = ev.obs_norm.frozen(ev.device) if ev.obs_norm is not None else None
+        self.stats: dict[int, list] = {}  # member -> [sum, sumsq, count] of its observations
+        self.fitness = np.zeros(len(members))
+        self.steps = np.zeros(len(members), dtype=np.int64)
+        self.timings = dict.fromkeys(STAGES, 0.0)
+        self.computed = self.offered = self.next_member = self.finished = 0
+        self.start = time.perf_counter()
+
+    def observe(self, member: int, obs: np.ndarray) -> None:
+        """Add one observation of a sampled episode to its member's statistics."""
+        x = obs.astype(np.float64)
+        acc = self.stats.setdefault(member, [0.0, 0.0, 0])
+        acc[0], acc[1], acc[2] = acc[0] + x, acc[1] + x * x, acc[2] + 1
 
 
 def merge_obs_stats(obs_norm: ObsNorm, stats: dict) -> None:
