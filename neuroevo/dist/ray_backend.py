@@ -39,7 +39,8 @@ import zlib
 import numpy as np
 import torch
 
-from neuroevo.engine.pipeline import EvalResult, merge_obs_stats
+from neuroevo.engine.obsstats import merge as merge_obs_stats
+from neuroevo.engine.pipeline import EvalResult
 from neuroevo.errors import ConfigError, DependencyNotInstalled, WorkerError
 from neuroevo.memory import release_free_memory
 

@@ -19,7 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from neuroevo.engine.pipeline import EvalResult, Evaluator, default_layout, merge_obs_stats
+from neuroevo.engine.obsstats import merge as merge_obs_stats
+from neuroevo.engine.pipeline import EvalResult, Evaluator, default_layout
 from neuroevo.errors import ConfigError
 
 

@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from neuroevo.engine.slots import IDLE, Slots, episode_seed, sampled, step_normals
+from neuroevo.engine import obsstats
+from neuroevo.engine.obsstats import sampled
+from neuroevo.engine.slots import IDLE, Slots, episode_seed, step_normals
 from neuroevo.envs.spec import EnvSpec
 from neuroevo.errors import ConfigError, StateError, WorkerError, check_range
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
@@ -197,7 +199,7 @@ class Evaluator:
                 if sub.resetting is None and sub.slots.count:
                     self._act(run, sub)
         if run.stats and merge_stats:
-            merge_obs_stats(self.obs_norm, run.stats)
+            obsstats.merge(self.obs_norm, run.stats)
         return EvalResult(run.fitness, run.steps, int(run.steps.sum()) * self.frameskip,
                           time.perf_counter() - run.start, run.timings, run.computed,
                           run.offered, run.stats)
@@ -261,7 +263,7 @@ class Evaluator:
         t0 = time.perf_counter()
         rows = sub.obs[envs]  # [count, *obs_shape]
         for k in np.flatnonzero(sub.sampled[envs]):  # a few episodes feed the statistics
-            run.observe(int(run.members[sub.slots.member[envs[k]]]), rows[k])
+            obsstats.add(run.stats, int(run.members[sub.slots.member[envs[k]]]), rows[k])
         obs = torch.from_numpy(rows).to(self.device, non_blocking=True)
         if run.normalize is not None:
             obs = run.normalize(obs)
@@ -317,18 +319,6 @@ class _Run:
         self.computed = self.offered = self.next_member = self.finished = 0
         self.start = time.perf_counter()
 
-    def observe(self, member: int, obs: np.ndarray) -> None:
-        """Add one observation of a sampled episode to its member's statistics."""
-        x = obs.astype(np.float64)
-        acc = self.stats.setdefault(member, [0.0, 0.0, 0])
-        acc[0], acc[1], acc[2] = acc[0] + x, acc[1] + x * x, acc[2] + 1
-
-
-def merge_obs_stats(obs_norm: ObsNorm, stats: dict) -> None:
-    """Add per-member ``[sum, sumsq, count]`` to ``obs_norm`` in member order: the same sums
-    whatever the layout, or the number of workers."""
-    s, ssq, count = (sum(stats[m][i] for m in sorted(stats)) for i in range(3))
-    obs_norm.increment(torch.from_numpy(s), torch.from_numpy(ssq), count)
 
 
 def default_layout(population_size: int, device: torch.device) -> tuple[int, int]:

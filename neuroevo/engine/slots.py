@@ -28,11 +28,6 @@ def step_normals(seeds: np.ndarray, steps: np.ndarray, dim: int) -> np.ndarray:
     return np.sqrt(-2.0 * np.log(u[:, :dim])) * np.cos(2.0 * np.pi * u[:, dim:])
 
 
-def sampled(seed: int, fraction: float) -> bool:
-    """Whether the episode of ``seed`` is in the ``fraction`` sample (a function of the seed)."""
-    return mix64(seed ^ 0x5DEECE66D) % (1 << 24) < fraction * (1 << 24)
-
-
 def episode_seed(run_seed: int, generation: int, phase: str, index: int) -> int:
     """The env seed of one evaluation: a function of what is evaluated, never of the slot."""
     h = mix64(run_seed)

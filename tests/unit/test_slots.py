@@ -1,6 +1,7 @@
 import numpy as np
 
-from neuroevo.engine.slots import IDLE, Slots, episode_seed, sampled, step_normals
+from neuroevo.engine.obsstats import sampled
+from neuroevo.engine.slots import IDLE, Slots, episode_seed, step_normals
 
 
 def check_invariants(s: Slots):
