@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import inspect
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +28,7 @@ class Built:
     evaluator: Evaluator  # or a distributed evaluator with the same calls (neuroevo.dist)
     device: torch.device
     env: EnvSpec
+    config: Config  # resolved: what config.yaml holds
     obs_norm: ObsNorm | None = None  # the run's shared observation normaliser
     arch: dict | None = None  # what rebuilds the network outside neuroevo (policy export)
 
@@ -37,6 +40,32 @@ class Built:
                 raise CheckpointError("the checkpoint has no observation statistics but the "
                                       "config asks for env.obs_norm; resume with its config")
             self.obs_norm.load_state_dict(state["obs_norm"])
+
+
+def resolve(cfg: Config) -> Config:
+    """A copy of ``cfg`` with every "auto / 0 / None means the default" of the algorithm, env
+    and net replaced by the value the run takes, so ``config.yaml`` says what ran (resolving
+    twice changes nothing). The machine layout (``engine``) stays as given: automatic values
+    are chosen again on the machine that runs it."""
+    check(cfg)
+    out, env = copy.deepcopy(cfg), env_spec(cfg.env)
+    a = out.algo
+    if a.name not in OPTIMIZERS:
+        raise UnknownName("algorithm", a.name, OPTIMIZERS)
+    if a.name in ("ga", "es") and a.sigma is None:
+        a.sigma = inspect.signature(OPTIMIZERS[a.name]).parameters["sigma"].default
+    if a.name == "ga" and not a.truncation:
+        a.truncation = max(1, min(20, a.population // 5))
+    if a.name != "es":
+        a.elite_candidates = min(a.elite_candidates, a.population)
+    if out.net.name == "auto":
+        out.net.name = "small" if env.image else "mlp"
+    if out.env.obs_norm == "auto":
+        out.env.obs_norm = "on" if env.kind == "mujoco" else "off"
+    if out.env.action_noise is None and env.kind != "atari":
+        out.env.action_noise = 0.01 if env.kind == "mujoco" else 0.0
+    check(out)
+    return out
 
 
 def make_optimizer(cfg: Config, policy: BatchedPolicy):
@@ -53,10 +82,9 @@ def make_optimizer(cfg: Config, policy: BatchedPolicy):
         center = noise.slice(cfg.seed, spec.num_params) * spec.init_std()
         return OPTIMIZERS["es"](center=center, lr=a.lr, l2=a.l2,
                                 center_episodes=a.validation_episodes, **common)
-    truncation = a.truncation or max(1, min(20, a.population // 5))
-    extra = {"truncation": truncation} if a.name == "ga" else {}
+    extra = {"truncation": a.truncation} if a.name == "ga" else {}
     return OPTIMIZERS[a.name](spec.num_params, init_std=spec.init_std(),
-                              elite_candidates=min(a.elite_candidates, a.population),
+                              elite_candidates=a.elite_candidates,
                               validation_episodes=a.validation_episodes, **extra, **common)
 
 
@@ -73,13 +101,10 @@ def _hidden(text: str) -> tuple[int, ...]:
 
 def build(cfg: Config, local: bool = True) -> Built:
     """The run's objects; ``local=False`` leaves ``evaluator`` None (no env pools here) for
-    a distributed evaluator to take its place."""
-    check(cfg)
+    a distributed evaluator to take its place. ``Built.config`` is ``resolve(cfg)``."""
+    cfg = resolve(cfg)
     device = resolve_device(cfg.engine.device)
-    e, env = cfg.engine, env_spec(cfg.env)
-    net = cfg.net.name
-    if net == "auto":
-        net = "small" if env.image else "mlp"
+    e, env, net = cfg.engine, env_spec(cfg.env), cfg.net.name
     if (net == "mlp") == env.image:
         raise ConfigError(f"net {net!r} does not fit observations of shape {env.obs_shape}; "
                           f"use {'--net small or large' if env.image else '--net mlp'}")
@@ -92,16 +117,14 @@ def build(cfg: Config, local: bool = True) -> Built:
             "action_high": None if a.discrete else list(a.high)}
     policy = BatchedPolicy(template.to(device), spec, from_environment(device))
     optimizer = make_optimizer(cfg, policy)
-    norm, noise = cfg.env.obs_norm, cfg.env.action_noise
-    if norm == "on" and env.image:
+    if cfg.env.obs_norm == "on" and env.image:
         raise ConfigError("env.obs_norm=on needs vector observations, not images; use "
                           "--set env.obs_norm=off")
-    locomotion = env.kind == "mujoco"
-    obs_norm = ObsNorm(env.obs_shape) if norm == "on" or (norm == "auto" and locomotion) else None
+    obs_norm = ObsNorm(env.obs_shape) if cfg.env.obs_norm == "on" else None
     evaluator = make_evaluator(
         policy, env, cfg.algo.population, device, workers=e.workers, subsets=e.subsets,
         slots=e.slots, env_threads=e.env_threads, seed=cfg.seed, obs_norm=obs_norm,
         obs_stats_fraction=cfg.env.obs_stats_fraction,
-        action_noise=(0.01 if locomotion else 0.0) if noise is None else noise,
+        action_noise=cfg.env.action_noise or 0.0,
     ) if local else None
-    return Built(policy, optimizer, evaluator, device, env, obs_norm, arch)
+    return Built(policy, optimizer, evaluator, device, env, cfg, obs_norm, arch)

@@ -2,7 +2,10 @@
 
 Layout of a run directory::
 
-    config.yaml                    the fully resolved config (enough to rerun)
+    config.yaml                    the resolved config: what ran (the machine layout may
+                                   stay automatic, so another machine picks its own)
+    run.json                       the layout each session ran (device, kernels, workers,
+                                   subsets, slots, threads; Ray actors)
     metrics.jsonl/.csv             one row per generation (strict JSON: NaN and inf are null)
     elite.json                     the elite's compact genome (GA / RS)
     policy.safetensors             the elite's (GA / RS) or centre's (ES) network, layout and
@@ -39,13 +42,13 @@ from neuroevo.loop import Totals
 from neuroevo.metrics import CSV_COLUMNS
 from neuroevo.optim.adam import AdamState
 from neuroevo.policy.export import policy_bytes
-from neuroevo.serial import load_file, save_file
+from neuroevo.serial import load_file, loads_strict, save_file
 
 STATE_FORMAT = "neuroevo.checkpoint/2"
 STATE_TYPES = {cls.__name__: cls for cls in (SeedChain, Perturbation, AdamState, Totals)}
 # What a run writes; ``--force`` removes all of it (and stale temporary files) first.
-RUN_FILES = ("config.yaml", "metrics.jsonl", "metrics.csv", "elite.json", "policy.safetensors",
-             "policy.pt")
+RUN_FILES = ("config.yaml", "run.json", "metrics.jsonl", "metrics.csv", "elite.json",
+             "policy.safetensors", "policy.pt")
 RUN_DIRS = ("checkpoint", "tensorboard")
 
 
@@ -171,6 +174,20 @@ class RunDir:
 
     def write_config(self, cfg: Config) -> None:
         atomic_write(self.file("config.yaml"), yaml.safe_dump(to_dict(cfg), sort_keys=False))
+
+    def record_layout(self, layout: dict, generation: int) -> None:
+        """Append the machine layout a session runs from ``generation`` on to ``run.json``
+        (config.yaml may leave the layout automatic; this says what each machine chose). An
+        unreadable ``run.json`` is started again: it informs, nothing is loaded from it."""
+        try:
+            with open(self.file("run.json")) as f:
+                sessions = loads_strict(f.read())["sessions"]
+            if not isinstance(sessions, list):
+                raise ValueError("sessions is not a list")
+        except (OSError, ValueError, KeyError, TypeError):
+            sessions = []
+        sessions.append({"from_generation": generation, **layout})
+        atomic_write(self.file("run.json"), json.dumps({"sessions": sessions}, indent=1))
 
     def load_config(self) -> Config:
         if not os.path.isdir(self.path):

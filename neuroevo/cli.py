@@ -184,8 +184,10 @@ def _run(args) -> int:
     force = args.force or (args.resume and existing)
     run_dir.ensure_free(force)
     built = build_run(cfg)  # validates names and values before anything is written
+    cfg = built.config  # resolved: config.yaml says what runs
     try:
         run_dir.create(cfg, force=force)
+        run_dir.record_layout(_layout(built), 0)
     except BaseException:
         built.evaluator.close()
         raise
@@ -204,6 +206,10 @@ def _resume(args) -> int:
     return _continue(RunDir(args.run_dir), args.generations, args.frames, args.no_progress)
 
 
+def _layout(built) -> dict:
+    return {**built.evaluator.layout(), "neuroevo": neuroevo.__version__}
+
+
 def _device_line(built) -> str:
     """Where the forward passes run and through what, e.g. ``cuda (triton, im2col)``."""
     return f"{built.device} ({built.policy.kernels})"
@@ -212,6 +218,7 @@ def _device_line(built) -> str:
 def _continue(run_dir, generations, frames, no_progress: bool, given=None) -> int:
     """Continue ``run_dir`` from its checkpoint with its own config (and a new budget);
     ``given``, a config from the command line, must define the same run."""
+    from neuroevo.build import resolve
     from neuroevo.dist import build_run
 
     _check_budget_flags(generations, frames)
@@ -219,8 +226,9 @@ def _continue(run_dir, generations, frames, no_progress: bool, given=None) -> in
     run_dir.lock()
     run_dir.remove_temporaries()
     state = run_dir.load(cfg)  # refused if config.yaml was edited into another run
+    cfg = resolve(cfg)  # as written already, unless an older neuroevo wrote it
     if given is not None:
-        run_dir.check_identity(given, state["identity"])
+        run_dir.check_identity(resolve(given), state["identity"])
     budget = _budget(cfg, generations, frames)
     built = build_run(cfg)
     try:
@@ -232,6 +240,7 @@ def _continue(run_dir, generations, frames, no_progress: bool, given=None) -> in
             run_dir.write_metrics(history)  # drop rows written after the checkpoint, if any
             run_dir.write_policy(built.optimizer, totals, built.policy.spec, built.obs_norm,
                                  built.arch)
+            run_dir.record_layout(_layout(built), totals.generation)
     except BaseException:
         built.evaluator.close()
         raise

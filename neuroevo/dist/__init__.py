@@ -18,6 +18,6 @@ def build_run(cfg: Config) -> Built:
     from neuroevo.dist.ray_backend import RayEvaluator
 
     built = build(cfg, local=False)
-    built.evaluator = RayEvaluator(cfg, built.optimizer, built.obs_norm, actors=e.ray_actors,
+    built.evaluator = RayEvaluator(built.config, built.optimizer, built.obs_norm, actors=e.ray_actors,
                                    address=e.ray_address, timeout=e.ray_timeout)
     return built

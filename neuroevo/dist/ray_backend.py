@@ -411,6 +411,10 @@ class RayEvaluator:
         self._last = (pop.generation, pop.phase, result.fitness)
         return result
 
+    def layout(self) -> dict:
+        return {"backend": "ray", "ray_actors": self.num_actors, "cpus_per_actor": self.cpus,
+                "gpus_per_actor": self.gpus}
+
     def close(self) -> None:
         """Kill the actors, and stop the Ray instance if this process started it: no Ray
         process outlives the driver."""

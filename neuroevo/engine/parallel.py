@@ -34,6 +34,9 @@ class ParallelEvaluator:
         self._threads = ThreadPoolExecutor(len(parts), thread_name_prefix="neuroevo-driver",
                                            initializer=torch.set_num_threads, initargs=(1,))
 
+    def layout(self) -> dict:
+        return {**self.parts[0].layout(), "workers": len(self.parts)}
+
     @property
     def seed(self) -> int:
         return self.parts[0].seed  # the parts share the run's seed, env and normaliser

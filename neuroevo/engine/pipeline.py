@@ -145,7 +145,7 @@ class Evaluator:
         check_range("action_noise", action_noise, action_noise >= 0, ">= 0")
         check_range("subsets", subsets, isinstance(subsets, int) and subsets >= 1, ">= 1")
         check_range("slots", slots, isinstance(slots, int) and slots >= 1, ">= 1")
-        self.policy, self.env = policy, env
+        self.policy, self.env, self.threads = policy, env, threads
         self.episode_cap, self.frameskip = env.episode_cap, env.frameskip
         self.device, self.seed = resolve_device(device), seed
         self.obs_norm, self.obs_stats_fraction = obs_norm, obs_stats_fraction
@@ -161,6 +161,12 @@ class Evaluator:
         box = not env.action.discrete
         self.action_shape = (env.action.outputs,) if box else ()
         self.action_dtype = np.float32 if box else np.int32
+
+    def layout(self) -> dict:
+        """The machine layout this evaluator runs (``run.json`` records it)."""
+        return {"device": str(self.device), "kernels": str(self.policy.kernels), "workers": 1,
+                "subsets": len(self.subsets), "slots": self.subsets[0].params.num_rows,
+                "env_threads": self.threads}
 
     def close(self) -> None:
         self._stop.set()

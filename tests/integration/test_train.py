@@ -85,6 +85,15 @@ def test_cli_run_writes_a_run_directory(tmp_path):
     assert again.returncode == 2 and "already holds a run" in again.stderr
     assert len((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()) == 2  # untouched
 
+    saved = (tmp_path / "r" / "config.yaml").read_text()  # what ran, not "0 means default"
+    assert "truncation: 1\n" in saved and "sigma: 0.002\n" in saved and "name: small\n" in saved
+    out = cli("resume", "r", "--generations", "3", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    sessions = json.loads((tmp_path / "r" / "run.json").read_text())["sessions"]
+    assert [s["from_generation"] for s in sessions] == [0, 2]
+    assert sessions[0]["device"] == "cpu" and sessions[0]["kernels"] == "reference, grouped"
+    assert all(s["workers"] >= 1 and s["subsets"] >= 1 and s["slots"] >= 1 for s in sessions)
+
 
 def test_cli_run_from_a_config_file(tmp_path):
     config = pathlib.Path(__file__).parents[2] / "experiments" / "configs" / "quick_cpu_atari.yaml"

@@ -1,0 +1,47 @@
+"""``build.resolve``: config.yaml says what ran, every default replaced by its value."""
+
+import pytest
+
+from neuroevo.build import build, resolve
+from neuroevo.config import Config, check, override, to_dict
+
+
+def config(**values):
+    cfg = Config()
+    for key, value in values.items():
+        override(cfg, key, value)
+    return cfg
+
+
+@pytest.mark.parametrize("values, expected", [
+    ({"algo.name": "ga", "algo.population": 64},  # Atari GA: the quick setting's defaults
+     {"algo.sigma": 0.002, "algo.truncation": 12, "algo.elite_candidates": 5,
+      "net.name": "small", "env.obs_norm": "off", "env.action_noise": None}),
+    ({"algo.name": "ga", "algo.population": 3, "env.id": "CartPole-v1"},
+     {"algo.truncation": 1, "algo.elite_candidates": 3, "net.name": "mlp",
+      "env.obs_norm": "off", "env.action_noise": 0.0}),
+    ({"algo.name": "es", "env.id": "HalfCheetah-v5"},  # Salimans et al.: sigma, noise, norm
+     {"algo.sigma": 0.02, "algo.truncation": 0, "net.name": "mlp", "env.obs_norm": "on",
+      "env.action_noise": 0.01}),
+    ({"algo.name": "rs", "algo.population": 100},
+     {"algo.sigma": None, "algo.truncation": 0, "algo.elite_candidates": 5}),
+])
+def test_every_default_resolved(values, expected):
+    got = resolve(config(**values))
+    flat = {f"{section}.{k}": v for section, d in to_dict(got).items() if isinstance(d, dict)
+            for k, v in d.items()}
+    assert {k: flat[k] for k in expected} == expected
+    check(got)  # a resolved config is a valid config
+    assert to_dict(resolve(got)) == to_dict(got)  # resolving again changes nothing
+    assert got.engine == Config().engine  # the machine layout stays automatic
+
+
+def test_build_runs_what_resolve_says():
+    cfg = config(**{"algo.name": "ga", "algo.population": 10, "env.id": "CartPole-v1",
+                    "engine.device": "cpu"})
+    built = build(cfg)
+    try:
+        assert built.optimizer.truncation == built.config.algo.truncation == 2
+        assert to_dict(built.config) == to_dict(resolve(cfg))
+    finally:
+        built.evaluator.close()
