@@ -24,9 +24,10 @@ import sys
 import tempfile
 
 import triton
-from neuroevo.kernels import triton_ops
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
+
+from neuroevo.kernels import triton_ops
 
 ALIGNED = [["tt.divisibility", 16]]  # what the launcher infers for 16-aligned pointers/ints
 PTX_COUNTS = ("fma.rn.f32", "mul.rn.f32", "add.rn.f32", "ld.global.v4", "cp.async")

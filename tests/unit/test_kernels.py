@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from neuroevo.kernels import REFERENCE, Kernels, from_environment, reference, select
 
 from neuroevo import NoiseTable, SeedChain
 from neuroevo.genomes import ChainDecoder, Perturbation, PerturbationDecoder
+from neuroevo.kernels import REFERENCE, Kernels, from_environment, reference, select
 
 pytest.importorskip("triton")
 
