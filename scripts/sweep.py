@@ -187,19 +187,27 @@ def main(argv=None) -> int:
     p.add_argument("--ray-address", default="", metavar="auto|HOST:PORT")
     args = p.parse_args(argv)
 
+    received = []
+
     def stop(signum, frame):
+        received.append(signum)
         raise KeyboardInterrupt  # SIGTERM and SIGHUP end the sweep as Ctrl-C does
 
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
     try:
-        return sweep(args)
+        code = sweep(args)
     except NeuroevoError as e:
         print(f"sweep: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # finished trials are kept; the same command continues
-        print("\nsweep: interrupted; run the same command again to continue", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:
+        received.append(signal.SIGINT)
+    if not received:
+        return code
+    # Ray's wait may turn the interrupt into cancelled trials and return: the signal, not
+    # the exception, says the sweep was stopped. Finished trials are kept.
+    print("\nsweep: interrupted; run the same command again to continue", file=sys.stderr)
+    return 130
 
 
 def sweep(args) -> int:
