@@ -66,8 +66,8 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
     totals.generation += 1
     totals.frames += counted.frames
     totals.episodes += sum(len(r.fitness) for _, r in budgeted)
-    totals.wall_time += every.wall_time
     wall = every.wall_time
+    totals.wall_time += wall
     row.update(frames=totals.frames, episodes=totals.episodes, wall_time=totals.wall_time,
                generation_frames=counted.frames, fps=every.frames / wall if wall > 0 else 0.0,
                occupancy=every.occupancy, best_fitness=optimizer.state.best_fitness,

@@ -14,7 +14,7 @@ import os
 import numpy as np
 import torch
 
-from neuroevo.build import build, resolve
+from neuroevo.build import build
 from neuroevo.checkpoint import RunDir
 from neuroevo.engine.slots import episode_seed
 from neuroevo.errors import CheckpointError, ConfigError
@@ -42,7 +42,6 @@ def saved_policy(run_dir: RunDir, genome: str = "elite"):
         raise ConfigError(f"--genome must be elite or best, got {genome!r}")
     cfg = run_dir.load_config()
     state = run_dir.load(cfg)
-    cfg = resolve(cfg)
     cfg.engine.slots = cfg.engine.subsets = 0  # automatic layout for the play population
     built = build(cfg)
     built.restore(state)

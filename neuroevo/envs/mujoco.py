@@ -43,6 +43,14 @@ def _mujoco():
     return mujoco
 
 
+def _model(task):
+    """The task's ``MjModel``, compiled from gymnasium's own asset file."""
+    import gymnasium.envs.mujoco as assets
+
+    return _mujoco().MjModel.from_xml_path(str(Path(assets.__file__).parent / "assets" /
+                                               task.xml))
+
+
 def check_task(env_id: str) -> str:
     if env_id not in TASKS:
         raise UnknownName("batched MuJoCo task", env_id, TASKS)
@@ -62,11 +70,8 @@ class MujocoSims:
         check_range("num_envs", num_envs, isinstance(num_envs, int) and num_envs >= 1, ">= 1")
         check_range("threads", threads, isinstance(threads, int) and threads >= 0, ">= 0")
         mujoco = _mujoco()
-        import gymnasium.envs.mujoco as assets
-
         self.env_id, self.task, self.num_envs = env_id, TASKS[check_task(env_id)], num_envs
-        path = Path(assets.__file__).parent / "assets" / self.task.xml
-        self.model = mujoco.MjModel.from_xml_path(str(path))
+        self.model = _model(self.task)
         self.datas = [mujoco.MjData(self.model) for _ in range(num_envs)]
         self.init_qpos = self.datas[0].qpos.copy()
         self.init_qvel = self.datas[0].qvel.copy()
@@ -192,10 +197,7 @@ def describe(env_id: str) -> tuple[int, np.ndarray, np.ndarray]:
     """``(obs_dim, action low, action high)`` of a task, read from its compiled model and one
     ``MjData`` (no simulations, no threads)."""
     mujoco, task = _mujoco(), TASKS[check_task(env_id)]
-    import gymnasium.envs.mujoco as assets
-
-    model = mujoco.MjModel.from_xml_path(str(Path(assets.__file__).parent / "assets" /
-                                             task.xml))
+    model = _model(task)
     data = mujoco.MjData(model)
     fields = {name: np.asarray(getattr(data, name), np.float64)[None]
               for name in ("qpos", "qvel", *task.fields)}
