@@ -2,29 +2,46 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from neuroevo.config import Config, override
 from neuroevo.dist import build_run
-from neuroevo.loop import Budget, RunResult, generations
+from neuroevo.loop import Budget, Callback, RunResult, generations
 
 
-def train(cfg: Config | None = None, *, on_generation=None, on_episode=None, **overrides):
+class _Hooks(Callback):
+    def __init__(self, on_generation: Callable | None, on_episode: Callable | None):
+        self.on_generation, self.on_episode = on_generation, on_episode
+
+    def episode(self, done: int, total: int, score: float, frames: int) -> None:
+        if self.on_episode is not None:
+            self.on_episode(done, total, score, frames)
+
+    def generation(self, row: dict, totals, history: list[dict]) -> None:
+        if self.on_generation is not None:
+            self.on_generation(row)
+
+
+def train(cfg: Config | None = None, *, callbacks: Sequence[Callback] = (),
+          on_generation: Callable | None = None, on_episode: Callable | None = None,
+          **overrides) -> RunResult:
     """Build a run from ``cfg`` (plus dotted ``overrides`` such as ``algo__population=32``)
-    and train until the budget is spent (one generation without one); returns a
-    ``RunResult``. Example: ``train(algo__name="ga", env__game="pong", budget__generations=3)``.
+    and train it with the CLI's driver (``neuroevo.loop.generations``) and defaults (no
+    budget: ``DEFAULT_GENERATIONS``) until the budget is spent; returns a ``RunResult``
+    whose ``config`` is the resolved one. ``callbacks`` are ``neuroevo.loop.Callback``s;
+    ``on_generation(row)`` and ``on_episode(done, total, score, frames)`` are shorthands.
+    Example: ``train(algo__name="ga", env__game="pong", budget__generations=3)``.
     """
     cfg = cfg or Config()
     for key, value in overrides.items():
         override(cfg, key.replace("__", "."), value)
     built = build_run(cfg)
-    budget = Budget.of(cfg)
-    if budget.generations is None and budget.frames is None:
-        budget.generations = 1
-    result = RunResult(optimizer=built.optimizer, policy=built.policy, obs_norm=built.obs_norm)
+    result = RunResult(optimizer=built.optimizer, policy=built.policy, obs_norm=built.obs_norm,
+                       config=built.config)
     try:
-        for row in generations(built.optimizer, built.evaluator, budget, on_episode=on_episode):
-            result.history.append(row)
-            if on_generation is not None:
-                on_generation(row)
+        generations(built.optimizer, built.evaluator, Budget.of(built.config),
+                    history=result.history,
+                    callbacks=[*callbacks, _Hooks(on_generation, on_episode)])
     finally:
         built.evaluator.close()
     return result

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from neuroevo.config import Config, check
+from neuroevo.config import DEFAULT_GENERATIONS, Config, check
 from neuroevo.engine.parallel import make_evaluator
 from neuroevo.engine.pipeline import Evaluator, resolve_device
 from neuroevo.envs.spec import EnvSpec, env_spec
@@ -43,10 +43,10 @@ class Built:
 
 
 def resolve(cfg: Config) -> Config:
-    """A copy of ``cfg`` with every "auto / 0 / None means the default" of the algorithm, env
-    and net replaced by the value the run takes, so ``config.yaml`` says what ran (resolving
-    twice changes nothing). The machine layout (``engine``) stays as given: automatic values
-    are chosen again on the machine that runs it."""
+    """A copy of ``cfg`` with every "auto / 0 / None means the default" of the algorithm, env,
+    net and budget replaced by the value the run takes, so ``config.yaml`` says what ran
+    (resolving twice changes nothing). The machine layout (``engine``) stays as given:
+    automatic values are chosen again on the machine that runs it."""
     check(cfg)
     out, env = copy.deepcopy(cfg), env_spec(cfg.env)
     a = out.algo
@@ -64,6 +64,8 @@ def resolve(cfg: Config) -> Config:
         out.env.obs_norm = "on" if env.kind == "mujoco" else "off"
     if out.env.action_noise is None and env.kind != "atari":
         out.env.action_noise = 0.01 if env.kind == "mujoco" else 0.0
+    if not (out.budget.generations or out.budget.frames):
+        out.budget.generations = DEFAULT_GENERATIONS
     check(out)
     return out
 

@@ -38,7 +38,7 @@ from neuroevo.config import Config, from_dict, identity, parse_yaml, to_dict
 from neuroevo.errors import CheckpointError, ConfigError
 from neuroevo.files import atomic_write, is_temporary, storage_error
 from neuroevo.genomes import Perturbation, SeedChain
-from neuroevo.loop import Totals
+from neuroevo.loop import Callback, Totals
 from neuroevo.metrics import CSV_COLUMNS
 from neuroevo.optim.adam import AdamState
 from neuroevo.policy.export import policy_bytes
@@ -269,3 +269,16 @@ class RunDir:
         writer.writerows(rows)
         atomic_write(self.file("metrics.csv"), out.getvalue())
 
+
+
+class Checkpoints(Callback):
+    """The training driver's callback that checkpoints ``built`` (a ``neuroevo.build.Built``)
+    into ``run_dir`` after every generation, with the files derived from the checkpoint."""
+
+    def __init__(self, run_dir: RunDir, built):
+        self.run_dir, self.built = run_dir, built
+
+    def generation(self, row: dict, totals: Totals, history: list[dict]) -> None:
+        b = self.built
+        self.run_dir.save(b.config, b.optimizer, totals, history, b.policy.spec, b.obs_norm,
+                          b.arch)

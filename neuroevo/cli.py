@@ -12,40 +12,9 @@ import os
 import secrets
 import signal
 import sys
-import time
 
 import neuroevo
 from neuroevo.errors import NeuroevoError
-
-
-class _Progress:
-    """The live line: episodes done, frames/s, best score so far and the budget's ETA."""
-
-    def __init__(self, enabled: bool, budget, totals, history: list[dict]):
-        self.enabled, self.budget, self.totals = enabled, budget, totals
-        self.best = max((r["fitness_max"] for r in history), default=float("-inf"))
-        self.start_generation()
-
-    def start_generation(self) -> None:
-        self.t0, self.frames = time.perf_counter(), 0
-
-    def eta(self, fps: float) -> str:
-        t = self.totals
-        if self.budget.frames and fps > 0:
-            left = (self.budget.frames - t.frames - self.frames) / fps
-        elif self.budget.generations and t.generation > 0:
-            left = (self.budget.generations - t.generation) * t.wall_time / t.generation
-        else:
-            return ""
-        return f"  ETA {datetime.timedelta(seconds=int(max(left, 0)))}"
-
-    def episode(self, done: int, total: int, score: float, frames: int) -> None:
-        self.frames += frames
-        self.best = max(self.best, score)
-        if self.enabled:
-            fps = self.frames / max(time.perf_counter() - self.t0, 1e-9)
-            print(f"\r  gen {self.totals.generation}  episodes {done}/{total}  "
-                  f"{fps:,.0f} frames/s  best {self.best:g}{self.eta(fps)}   ", end="", flush=True)
 
 
 class Stopped(KeyboardInterrupt):
@@ -98,31 +67,25 @@ class _Signals:
 _signals = _Signals()
 
 
-def _train(cfg, built, run_dir, budget, totals, history, progress: bool) -> None:
-    """The generation loop of ``run`` and ``resume``: a checkpoint after every generation."""
+def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
+    """``run`` and ``resume``: the training driver with a checkpoint, TensorBoard and the
+    live line after every generation."""
+    from neuroevo.checkpoint import Checkpoints
     from neuroevo.loop import generations
-    from neuroevo.metrics import live_line
-    from neuroevo.report import TensorBoard
+    from neuroevo.report import Progress, TensorBoard
 
-    live = _Progress(progress, budget, totals, history)
-    board = TensorBoard(run_dir.folder("tensorboard"), totals.frames)
+    callbacks = [Checkpoints(run_dir, built),
+                 TensorBoard(run_dir.folder("tensorboard"), totals.frames),
+                 Progress(sys.stdout, progress, budget, totals, history)]
     try:
-        for row in generations(built.optimizer, built.evaluator, budget, totals, live.episode):
-            history.append(row)
-            with _signals.protect():
-                run_dir.save(cfg, built.optimizer, totals, history, built.policy.spec,
-                             built.obs_norm, built.arch)
-                board.write(row)
-            live.start_generation()
-            print(("\r" if progress else "") + live_line(row)
-                  + (live.eta(row["fps"]) + " " * 8 if progress else ""), flush=True)
+        generations(built.optimizer, built.evaluator, budget, totals, history, callbacks,
+                    guard=_signals.protect)
     except KeyboardInterrupt:
         kept = f"after generation {totals.generation - 1}" if history else "(none yet)"
         print(f"\nneuroevo: stopped; the last checkpoint is kept {kept}: continue with "
               f"'neuroevo resume {run_dir.path}'", file=sys.stderr, flush=True)
         raise
     finally:
-        board.close()
         built.evaluator.close()
         run_dir.unlock()
 
@@ -132,15 +95,6 @@ def _check_budget_flags(generations, frames) -> None:
 
     for flag, value in (("--generations", generations), ("--frames", frames)):
         check_range(flag, value, value is None or value >= 0, ">= 0 (0: no limit)")
-
-
-def _budget(cfg, generations, frames):
-    """The run's budget, replaced by the flags that are given (checked by the caller)."""
-    from neuroevo.loop import Budget
-
-    if generations is not None or frames is not None:
-        cfg.budget.generations, cfg.budget.frames = generations or 0, frames or 0
-    return Budget.of(cfg)
 
 
 def _default_run_dir(cfg) -> str:
@@ -156,7 +110,7 @@ def _run(args) -> int:
     from neuroevo.config import Config, load, override
     from neuroevo.dist import build_run
     from neuroevo.errors import ConfigError
-    from neuroevo.loop import Totals
+    from neuroevo.loop import Budget, Totals
 
     cfg = load(args.config) if args.config else Config()
     for key, value in (("algo.name", args.algo), ("env.game", args.game), ("env.id", args.env),
@@ -172,8 +126,6 @@ def _run(args) -> int:
         if "=" not in item:
             raise ConfigError(f"--set takes key=value, got {item!r}")
         override(cfg, *item.split("=", 1))
-    if not cfg.budget.generations and not cfg.budget.frames:
-        cfg.budget.generations = 10
     run_dir = RunDir(args.run_dir or _default_run_dir(cfg))
     existing = run_dir.holds_run()
     if existing and (args.resume or args.force):
@@ -195,8 +147,8 @@ def _run(args) -> int:
     print(f"neuroevo {neuroevo.__version__}: {cfg.algo.name} on {env}, "
           f"{built.policy.spec.num_params:,} parameters, population {cfg.algo.population}, "
           f"{_device_line(built)}, run dir {run_dir.path}", flush=True)
-    budget = _budget(cfg, None, None)
-    _train(cfg, built, run_dir, budget, Totals(), [], sys.stdout.isatty() and not args.no_progress)
+    _train(built, run_dir, Budget.of(cfg), Totals(), [],
+           sys.stdout.isatty() and not args.no_progress)
     return 0
 
 
@@ -220,16 +172,18 @@ def _continue(run_dir, generations, frames, no_progress: bool, given=None) -> in
     ``given``, a config from the command line, must define the same run."""
     from neuroevo.build import resolve
     from neuroevo.dist import build_run
+    from neuroevo.loop import Budget
 
     _check_budget_flags(generations, frames)
     cfg = run_dir.load_config()
     run_dir.lock()
     run_dir.remove_temporaries()
     state = run_dir.load(cfg)  # refused if config.yaml was edited into another run
+    if generations is not None or frames is not None:  # the budget is not the run's identity
+        cfg.budget.generations, cfg.budget.frames = generations or 0, frames or 0
     cfg = resolve(cfg)  # as written already, unless an older neuroevo wrote it
     if given is not None:
         run_dir.check_identity(resolve(given), state["identity"])
-    budget = _budget(cfg, generations, frames)
     built = build_run(cfg)
     try:
         built.restore(state)
@@ -247,7 +201,8 @@ def _continue(run_dir, generations, frames, no_progress: bool, given=None) -> in
     print(f"neuroevo {neuroevo.__version__}: resuming {run_dir.path} after generation "
           f"{totals.generation - 1} ({totals.frames:,} frames), {_device_line(built)}",
           flush=True)
-    _train(cfg, built, run_dir, budget, totals, history, sys.stdout.isatty() and not no_progress)
+    _train(built, run_dir, Budget.of(cfg), totals, history,
+           sys.stdout.isatty() and not no_progress)
     return 0
 
 

@@ -69,10 +69,14 @@ class EngineConfig:
     # declared dead and replaced (its members run again elsewhere)
 
 
+DEFAULT_GENERATIONS = 10  # the budget of a run given neither limit (CLI and neuroevo.train)
+
+
 @dataclass
 class BudgetConfig:
     generations: int = 0  # stop after this many generations (0: no limit)
-    frames: int = 0  # stop after this many emulator frames (0: no limit)
+    frames: int = 0  # stop after this many emulator frames (0: no limit; both 0:
+    # DEFAULT_GENERATIONS generations)
 
 
 @dataclass

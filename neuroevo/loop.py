@@ -9,7 +9,8 @@ evaluation: ``Population.budgeted`` False) are counted apart, as ``eval_frames``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import contextlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,7 +36,8 @@ class Budget:
 
     @classmethod
     def of(cls, cfg) -> Budget:
-        """A config's budget (0 in the config means no limit)."""
+        """A config's budget (0 in the config means no limit; ``build.resolve`` gives a
+        config without either limit ``DEFAULT_GENERATIONS``)."""
         return cls(cfg.budget.generations or None, cfg.budget.frames or None)
 
     def spent(self, totals: Totals) -> bool:
@@ -80,12 +82,45 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
     return row
 
 
+class Callback:
+    """What the driver calls during a run; subclasses override what they need."""
+
+    def episode(self, done: int, total: int, score: float, frames: int) -> None:
+        """An episode of the current phase ended (``done`` of ``total``)."""
+
+    def generation(self, row: dict, totals: Totals, history: list[dict]) -> None:
+        """A generation ended: ``row`` is ``history[-1]``; ``totals`` are up to date."""
+
+    def close(self) -> None:
+        """The run ended, stopped or failed."""
+
+
 def generations(optimizer, evaluator, budget: Budget, totals: Totals | None = None,
-                on_episode: Callable | None = None) -> Iterator[dict]:
-    """Yield one metrics row per generation until ``budget`` is spent."""
-    totals = totals or Totals(generation=optimizer.state.generation)
-    while not budget.spent(totals):
-        yield one_generation(optimizer, evaluator, totals, on_episode)
+                history: list[dict] | None = None, callbacks: Sequence[Callback] = (),
+                guard: Callable = contextlib.nullcontext) -> list[dict]:
+    """The one training driver (the CLI's ``run`` and ``resume`` and ``neuroevo.train``):
+    one generation after another until ``budget`` is spent, each row appended to
+    ``history`` (a resumed run passes its own) and handed to every callback in order.
+    ``guard()`` is entered around each generation's callbacks (the CLI defers stop signals
+    there, so the checkpoint and the files derived from it always agree). Callbacks are
+    closed however the run ends. Returns ``history``."""
+    totals = totals if totals is not None else Totals(generation=optimizer.state.generation)
+    history = [] if history is None else history
+
+    def on_episode(done: int, total: int, score: float, frames: int) -> None:
+        for c in callbacks:
+            c.episode(done, total, score, frames)
+
+    try:
+        while not budget.spent(totals):
+            history.append(one_generation(optimizer, evaluator, totals, on_episode))
+            with guard():
+                for c in callbacks:
+                    c.generation(history[-1], totals, history)
+    finally:
+        for c in callbacks:
+            c.close()
+    return history
 
 
 @dataclass
@@ -94,3 +129,4 @@ class RunResult:
     optimizer: object = None
     policy: object = None
     obs_norm: object = None  # the observation normaliser the policy was trained with, if any
+    config: object = None  # the resolved config the run followed
