@@ -4,7 +4,9 @@
   and threads as the engine;
 - ``inference_only_fps``: the batched forward pass alone, as frames/s (x frameskip);
 - ``naive_fps``: one network at a time, batch of 1, one env, a plain sequential loop;
-- ``engine_fps``: the pipelined evaluator end to end, GA generations on a population;
+- ``engine_fps``: the pipelined evaluator end to end: whole Deep GA generations (training
+  and elite-validation phases) of the run ``neuroevo run ga`` builds from the same flags
+  (``run_config``; ``--set`` changes any key of it);
 - ``bound_fps``: min(sim, inference) when inference runs on a GPU, and
   1 / (1/sim + 1/inference) when both share the CPU cores;
 - ``efficiency = engine / bound`` and ``speedup_vs_naive = engine / naive``.
@@ -23,16 +25,12 @@ import numpy as np
 import torch
 from torch.func import functional_call
 
-from neuroevo.config import EnvConfig
-from neuroevo.engine.parallel import make_evaluator
-from neuroevo.engine.pipeline import EvalResult, default_layout, resolve_device
-from neuroevo.envs.spec import env_spec
-from neuroevo.errors import UnknownName, check_range
+from neuroevo.build import Built, build
+from neuroevo.config import Config, override, to_dict
+from neuroevo.engine.pipeline import EvalResult, default_layout
+from neuroevo.errors import ConfigError, UnknownName, check_range
 from neuroevo.files import atomic_write
-from neuroevo.kernels import from_environment
-from neuroevo.optim import GA
-from neuroevo.policy.batched import BatchedPolicy, SlotParams
-from neuroevo.policy.nets import build_template
+from neuroevo.policy.batched import SlotParams
 
 
 @dataclass
@@ -49,6 +47,7 @@ class BenchConfig:
     workers: int = 0  # driver threads of the engine; 0: as `neuroevo run` (default_workers)
     episode_cap: int = 5000
     seed: int = 0
+    sets: tuple[str, ...] = ()  # further run-config keys, KEY=VALUE (``--set``)
 
 
 def _timed(seconds: float, step) -> tuple[int, float]:
@@ -76,110 +75,151 @@ def check_bench(cfg: BenchConfig) -> None:
         raise UnknownName("network for an Atari bench", cfg.net, ("large", "small"))
 
 
-def run_bench(cfg: BenchConfig, log=print) -> dict:
-    check_bench(cfg)
-    device = resolve_device(cfg.device)
-    kernels = from_environment(device)  # checks NEUROEVO_* before any work
-    env = env_spec(EnvConfig(game=cfg.game, episode_cap=cfg.episode_cap))
-    atari = env.atari
-    subsets, slots = default_layout(cfg.population, device)
-    subsets, slots = cfg.subsets or subsets, cfg.slots or slots
-    probe = env.make_pool(1, threads=1)  # the naive loop's one env
-    template, spec = build_template(cfg.net, env.obs_shape, env.action.outputs)
-    policy = BatchedPolicy(template, spec, kernels)
-    ga = GA(spec.num_params, init_std=spec.init_std(), population_size=cfg.population,
-            truncation=max(1, min(20, cfg.population // 2)), elite_candidates=0, seed=cfg.seed)
-    rng = np.random.default_rng(cfg.seed)
-    result = {"config": asdict(cfg), "device": str(device),
-              "kernels": f"{kernels.backend}+{kernels.conv}", "subsets": subsets, "slots": slots,
-              "num_params": spec.num_params, "cpu_count": os.cpu_count(),
-              "torch_threads": torch.get_num_threads(), "machine": platform.processor()}
+def run_config(b: BenchConfig) -> Config:
+    """The run the bench measures: ``neuroevo run ga`` with the bench's flags, so the engine
+    figure is that of a run with every default (truncation, elite validation) of ``run``."""
+    cfg = Config(seed=b.seed)
+    for key, value in (("env.game", b.game), ("env.episode_cap", b.episode_cap),
+                       ("net.name", b.net), ("algo.population", b.population),
+                       ("engine.device", b.device), ("engine.subsets", b.subsets or 0),
+                       ("engine.slots", b.slots or 0), ("engine.env_threads", b.env_threads),
+                       ("engine.workers", b.workers)):
+        override(cfg, key, value)
+    for item in b.sets:
+        if "=" not in item:
+            raise ConfigError(f"--set takes key=value, got {item!r}")
+        override(cfg, *item.split("=", 1))
+    if cfg.env.id or cfg.algo.name != "ga" or cfg.engine.backend != "local":
+        raise ConfigError("neuroevo bench measures Deep GA on an Atari game in this process; "
+                          "leave env.id, algo.name and engine.backend at their defaults")
+    return cfg
 
-    pools = [env.make_pool(slots, cfg.env_threads) for _ in range(subsets)]
+
+def _sim(built: Built, subsets: int, slots: int, threads: int, rng):
+    """The env pools alone, stepping random actions: ``(step, pools)``."""
+    env = built.env
+    pools = [env.make_pool(slots, threads) for _ in range(subsets)]
     for p in pools:
         p.reset(np.ones(slots, dtype=bool), rng.integers(0, 2**31, slots))
 
-    def sim_step():
+    def step() -> int:
         for p in pools:  # all pools step at once, as in the engine
             p.send(rng.integers(0, env.action.n, slots).astype(np.int32))
         for p in pools:
             p.recv()
-        return subsets * slots * atari.frameskip
+        return subsets * slots * env.frameskip
 
-    store = SlotParams(spec, slots, device, kernels)
-    pop = ga.ask()
+    return step, pools
+
+
+def _inference(built: Built, slots: int, probe):
+    """The batched forward pass alone over ``slots`` networks of the first population."""
+    store = SlotParams(built.policy.spec, slots, built.device, built.policy.kernels)
+    pop = built.optimizer.ask()
     for row in range(slots):
-        store.load(row, pop.member_params(row % len(pop), device))
+        store.load(row, pop.member_params(row % len(pop), built.device))
     obs = torch.from_numpy(np.stack([probe.reset(np.ones(1, bool), [s])[0]
-                                     for s in range(slots)])).to(device)
+                                     for s in range(slots)])).to(built.device)
 
-    def infer_step():
-        out = policy.forward(store.prefix(slots), obs)
+    def step() -> int:
+        out = built.policy.forward(store.prefix(slots), obs)
         out.argmax(1).cpu()  # sync: as the engine does every step
-        return slots * atari.frameskip
+        return slots * built.env.frameskip
 
-    net = template.to(device)
-    weights = spec.unflatten(pop.member_params(0, device))
+    return step
+
+
+def _naive(built: Built, probe, episode_cap: int):
+    """One network, batch of one, one env: a plain sequential loop."""
+    device = built.device
+    net = built.policy.template
+    weights = built.policy.spec.unflatten(built.optimizer.ask().member_params(0, device))
     state = {"obs": probe.reset(np.ones(1, bool), [0]), "steps": 0}
 
-    def naive_step():
+    def step() -> int:
         x = torch.from_numpy(state["obs"]).to(device)
         with torch.no_grad():
             action = functional_call(net, weights, (x,)).argmax(1).cpu().numpy()
         probe.send(action.astype(np.int32))
         state["obs"], _, done = probe.recv()
         state["steps"] += 1
-        if done[0] or state["steps"] >= cfg.episode_cap:
+        if done[0] or state["steps"] >= episode_cap:
             state["obs"], state["steps"] = probe.reset(np.ones(1, bool), [state["steps"]]), 0
-        return atari.frameskip
+        return built.env.frameskip
 
-    # the engine as `neuroevo run` builds it: several driver threads on a CPU
-    evaluator = make_evaluator(
-        policy, env, cfg.population, device, workers=cfg.workers, subsets=cfg.subsets or 0,
-        slots=cfg.slots or 0, env_threads=cfg.env_threads, seed=cfg.seed)
-    result["engine_workers"] = len(getattr(evaluator, "parts", [evaluator]))
+    return step
 
-    def engine_run():
-        parts: list = []
-        while sum(r.wall_time for _, r in parts) < cfg.seconds:
-            pop = ga.ask()
-            r = evaluator.evaluate(pop)
-            ga.tell(r.fitness)
-            parts.append((None, r))
-        total = EvalResult.combine(parts)  # generations one after another
-        return total.frames / total.wall_time, total.timings, total.occupancy
 
-    # Rounds interleave the four measurements so that a noisy neighbour on a shared
-    # machine hits all of them alike; each figure is its best round.
+def _engine(built: Built, seconds: float) -> tuple[float, dict, float]:
+    """Whole generations (every phase, as ``neuroevo run``) for at least ``seconds``:
+    ``(frames/s, stage seconds, occupancy)``."""
+    parts: list = []
+    while sum(r.wall_time for _, r in parts) < seconds:
+        pop = built.optimizer.ask()
+        r = built.evaluator.evaluate(pop)
+        built.optimizer.tell(r.fitness)
+        parts.append((None, r))
+    total = EvalResult.combine(parts)  # phases and generations one after another
+    return total.frames / total.wall_time, total.timings, total.occupancy
+
+
+def _round(steps: dict, built: Built, seconds: float) -> dict:
+    out = {}
+    for name, step in steps.items():
+        frames, elapsed = _timed(seconds, step)
+        out[name] = frames / elapsed
+    engine, timings, occupancy = _engine(built, seconds)
+    return {**out, "engine_fps": engine, "occupancy": occupancy, "stage_seconds": timings}
+
+
+def run_bench(cfg: BenchConfig, log=print) -> dict:
+    check_bench(cfg)
+    built = build(run_config(cfg))  # the engine, policy and optimizer as `neuroevo run` has them
+    device, spec = built.device, built.policy.spec
+    subsets, slots = default_layout(cfg.population, device)
+    subsets, slots = cfg.subsets or subsets, cfg.slots or slots
+    result = {"config": asdict(cfg), "run_config": to_dict(built.config), "device": str(device),
+              "kernels": f"{built.policy.kernels.backend}+{built.policy.kernels.conv}",
+              "subsets": subsets, "slots": slots, "num_params": spec.num_params,
+              "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+              "machine": platform.processor(),
+              "engine_workers": built.evaluator.layout()["workers"]}
+    pools = [built.env.make_pool(1, threads=1)]  # the naive loop's env, the inference's input
     rounds = []
-    for k in range(cfg.rounds):
-        log(f"round {k + 1}/{cfg.rounds}: sim only ({subsets} pools x {slots} envs), "
-            f"inference only ({slots} nets per pass), naive, engine ...")
-        frames, elapsed = _timed(cfg.seconds, sim_step)
-        sim = frames / elapsed
-        frames, elapsed = _timed(cfg.seconds, infer_step)
-        inference = frames / elapsed
-        frames, elapsed = _timed(cfg.seconds, naive_step)
-        naive = frames / elapsed
-        engine, timings, occupancy = engine_run()
-        rounds.append({"sim_only_fps": sim, "inference_only_fps": inference,
-                       "naive_fps": naive, "engine_fps": engine, "occupancy": occupancy,
-                       "stage_seconds": timings})
-    for p in pools:
-        p.close()
-    probe.close()
-    evaluator.close()
-    for key in ("sim_only_fps", "inference_only_fps", "naive_fps", "engine_fps"):
-        result[key] = max(r[key] for r in rounds)
-    best = max(rounds, key=lambda r: r["engine_fps"])
-    result.update(occupancy=best["occupancy"], stage_seconds=best["stage_seconds"],
-                  rounds=rounds)
-
-    sim, inf = result["sim_only_fps"], result["inference_only_fps"]
-    result["bound_fps"] = min(sim, inf) if device.type == "cuda" else 1 / (1 / sim + 1 / inf)
-    result["efficiency"] = result["engine_fps"] / result["bound_fps"]
-    result["speedup_vs_naive"] = result["engine_fps"] / result["naive_fps"]
+    try:
+        sim_step, sim_pools = _sim(built, subsets, slots, cfg.env_threads,
+                                   np.random.default_rng(cfg.seed))
+        pools += sim_pools
+        steps = {"sim_only_fps": sim_step, "inference_only_fps": _inference(built, slots, pools[0]),
+                 "naive_fps": _naive(built, pools[0], cfg.episode_cap)}
+        # Rounds interleave the four measurements so that a noisy neighbour on a shared
+        # machine hits all of them alike; each figure is its best round.
+        for k in range(cfg.rounds):
+            log(f"round {k + 1}/{cfg.rounds}: sim only ({subsets} pools x {slots} envs), "
+                f"inference only ({slots} nets per pass), naive, engine ...")
+            rounds.append(_round(steps, built, cfg.seconds))
+    finally:
+        for p in pools:
+            p.close()
+        built.evaluator.close()
+    result.update(figures(rounds, device.type == "cuda"))
     return result
+
+
+def figures(rounds: list[dict], on_gpu: bool) -> dict:
+    """The reported figures of interleaved rounds: each rate its best round; the stages and
+    occupancy of the best engine round; the bound, efficiency and speedup from those."""
+    out = {key: max(r[key] for r in rounds)
+           for key in ("sim_only_fps", "inference_only_fps", "naive_fps", "engine_fps")}
+    best = max(rounds, key=lambda r: r["engine_fps"])
+    sim, inf = out["sim_only_fps"], out["inference_only_fps"]
+    # On a GPU the two stages overlap, so the slower one bounds; on a CPU they share the
+    # cores, so their times per frame add.
+    out["bound_fps"] = min(sim, inf) if on_gpu else 1 / (1 / sim + 1 / inf)
+    out.update(efficiency=out["engine_fps"] / out["bound_fps"],
+               speedup_vs_naive=out["engine_fps"] / out["naive_fps"],
+               occupancy=best["occupancy"], stage_seconds=best["stage_seconds"], rounds=rounds)
+    return out
 
 
 def format_table(r: dict) -> str:

@@ -216,8 +216,8 @@ def _bench(args) -> int:
     cfg = BenchConfig(game=args.game, net=args.net, population=args.population,
                       seconds=args.seconds, rounds=args.rounds, device=args.device,
                       subsets=args.subsets, slots=args.slots, env_threads=args.env_threads,
-                      workers=args.workers,
-                      episode_cap=args.episode_cap, seed=args.seed)
+                      workers=args.workers, episode_cap=args.episode_cap, seed=args.seed,
+                      sets=tuple(args.set or ()))
     result = run_bench(cfg, log=lambda m: print(m, file=sys.stderr, flush=True))
     print(format_table(result))
     if args.json:
@@ -356,6 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--episode-cap", type=int, default=1000,
                        help="agent steps per episode (short, so a generation fits the time)")
     bench.add_argument("--seed", type=int, default=0, help="seed of the population and envs")
+    bench.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="any key of the run config measured, as for 'run', e.g. --set "
+                            "algo.elite_candidates=0 (repeatable)")
     bench.add_argument("--json", help="also write the figures to this file")
     bench.set_defaults(handler=_bench)
     return parser
