@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks of kernels/ as one short prepared run (an H200: a few minutes), for a
 # session that is lent a GPU machine: the Triton kernels compiled on CUDA against their
-# references (tests/unit/test_kernels.py) and end to end (tests/integration/test_kernel_engine.py,
+# references (tests/unit/test_kernels.py), the CUDA-event stage timers
+# (tests/unit/test_stage_clock.py) and end to end (tests/integration/test_kernel_engine.py,
 # skipped where gymnasium and ale-py are missing: carry their wheels as the device README
 # says, e.g. ale-py, gymnasium, farama-notifications), then scripts/bench_kernels.py on the GPU.
 # Needs only torch, triton, numpy and pytest there (no install: PYTHONPATH is the checkout).
@@ -16,7 +17,7 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 } 2>&1 | tee "$out/gpu.txt"
 timeout 240 python3 -m pytest -q -ra -p no:cacheprovider tests/unit/test_kernels.py \
-  tests/integration/test_kernel_engine.py 2>&1 \
+  tests/unit/test_stage_clock.py tests/integration/test_kernel_engine.py 2>&1 \
   | tee "$out/tests.log"
 tests=${PIPESTATUS[0]}
 timeout 300 python3 scripts/bench_kernels.py --json "$out/kernels.json" "$@" 2>&1 \

@@ -33,13 +33,12 @@ import torch
 from neuroevo.engine import obsstats
 from neuroevo.engine.obsstats import sampled
 from neuroevo.engine.slots import IDLE, Slots, episode_seed, step_normals
+from neuroevo.engine.timing import StageClock
 from neuroevo.envs.spec import EnvSpec
 from neuroevo.errors import ConfigError, StateError, WorkerError, check_range
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
 from neuroevo.policy.heads import to_actions
 from neuroevo.policy.obsnorm import ObsNorm
-
-STAGES = ("env_wait", "reset", "decode", "h2d", "forward", "d2h", "bookkeeping")
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -207,7 +206,7 @@ class Evaluator:
         if run.stats and merge_stats:
             obsstats.merge(self.obs_norm, run.stats)
         return EvalResult(run.fitness, run.steps, int(run.steps.sum()) * self.frameskip,
-                          time.perf_counter() - run.start, run.timings, run.computed,
+                          time.perf_counter() - run.start, run.clock.totals(), run.computed,
                           run.offered, run.stats)
 
     def _refill(self, run: _Run, sub: _Subset, free: np.ndarray) -> None:
@@ -221,7 +220,7 @@ class Evaluator:
                     if move:
                         sub.params.move(*move)
                 continue
-            t = time.perf_counter()
+            t = run.clock.mark()
             member = int(run.members[run.next_member])
             row = sub.slots.start(env, run.next_member)
             parts = run.pop.member_parts(member, self.device)
@@ -229,7 +228,7 @@ class Evaluator:
                 sub.params.load_perturbed(row, *parts)
             else:
                 sub.params.load(row, run.pop.member_params(member, self.device))
-            run.timings["decode"] += time.perf_counter() - t
+            run.clock.add("decode", t, run.clock.mark())
             mask[env] = True
             seed = episode_seed(self.seed, run.pop.generation, run.pop.phase, member)
             seeds.append(seed)
@@ -249,7 +248,7 @@ class Evaluator:
             t = time.perf_counter()
             sub.resetting = Future()
             sub.resetting.set_result(sub.pool.reset(mask, seeds))
-            run.timings["reset"] += time.perf_counter() - t
+            run.clock.add("reset", t, time.perf_counter())
 
     def _take_reset(self, run: _Run, sub: _Subset, i: int) -> None:
         """The observations of a subset's finished reset."""
@@ -260,32 +259,32 @@ class Evaluator:
             raise WorkerError(f"subset {i}: resetting its envs failed: {e}") from e
         finally:
             sub.resetting = None
-        run.timings["reset"] += time.perf_counter() - t
+        run.clock.add("reset", t, time.perf_counter())
 
     def _act(self, run: _Run, sub: _Subset) -> None:
         """Forward pass of the running episodes' rows, then send every env its action."""
         count = sub.slots.count
         envs = sub.slots.env_of[:count]  # [count] env of each computed row
-        t0 = time.perf_counter()
+        t0 = run.clock.mark()
         rows = sub.obs[envs]  # [count, *obs_shape]
         for k in np.flatnonzero(sub.sampled[envs]):  # a few episodes feed the statistics
             obsstats.add(run.stats, int(run.members[sub.slots.member[envs[k]]]), rows[k])
         obs = torch.from_numpy(rows).to(self.device, non_blocking=True)
         if run.normalize is not None:
             obs = run.normalize(obs)
-        t1 = time.perf_counter()
+        t1 = run.clock.mark()
         out = self.policy.forward(sub.params.prefix(count), obs)  # [count, outputs]
-        t2 = time.perf_counter()
+        t2 = run.clock.mark()
         noise = None
         if run.training and self.action_noise and not self.env.action.discrete:
             noise = self.action_noise * step_normals(sub.seed[envs], sub.slots.steps[envs],
                                                      out.shape[1])
         actions = np.zeros((len(sub.slots.member), *self.action_shape), self.action_dtype)
         actions[envs] = to_actions(out, self.env.action, noise)  # idle envs: zeros
-        t3 = time.perf_counter()
-        run.timings["h2d"] += t1 - t0
-        run.timings["forward"] += t2 - t1
-        run.timings["d2h"] += t3 - t2
+        t3 = run.clock.mark()
+        run.clock.add("h2d", t0, t1)
+        run.clock.add("forward", t1, t2)
+        run.clock.add("d2h", t2, t3)
         run.computed += count
         run.offered += len(actions)
         sub.pool.send(actions)
@@ -297,7 +296,7 @@ class Evaluator:
         sub.obs, rewards, done = sub.pool.recv()
         sub.in_flight = False
         t1 = time.perf_counter()
-        run.timings["env_wait"] += t1 - t
+        run.clock.add("env_wait", t, t1)
         ended = sub.slots.step(rewards, done, self.episode_cap)
         for env in ended:
             m = sub.slots.member[env]
@@ -306,7 +305,7 @@ class Evaluator:
             if run.on_episode is not None:
                 run.on_episode(run.finished, len(run.members), run.fitness[m],
                                run.steps[m] * self.frameskip)
-        run.timings["bookkeeping"] += time.perf_counter() - t1
+        run.clock.add("bookkeeping", t1, time.perf_counter())
         if len(ended):
             self._refill(run, sub, ended)
 
@@ -321,7 +320,7 @@ class _Run:
         self.stats: dict[int, list] = {}  # member -> [sum, sumsq, count] of its observations
         self.fitness = np.zeros(len(members))
         self.steps = np.zeros(len(members), dtype=np.int64)
-        self.timings = dict.fromkeys(STAGES, 0.0)
+        self.clock = StageClock(ev.device)
         self.computed = self.offered = self.next_member = self.finished = 0
         self.start = time.perf_counter()
 
