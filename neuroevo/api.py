@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from neuroevo.build import build_run
 from neuroevo.config import Config, override
-from neuroevo.dist import build_run
 from neuroevo.loop import Budget, Callback, RunResult, generations
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import copy
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-from neuroevo.config import DEFAULT_GENERATIONS, Config, check
+from neuroevo.config import DEFAULT_GENERATIONS, Config, check, freeze, from_dict, thaw, to_dict
 from neuroevo.engine.parallel import make_evaluator
-from neuroevo.engine.pipeline import Evaluator, resolve_device
+from neuroevo.engine.pipeline import Evaluator, default_layout, resolve_device
 from neuroevo.envs.spec import EnvSpec, env_spec
 from neuroevo.errors import CheckpointError, ConfigError, UnknownName
 from neuroevo.kernels import from_environment
@@ -28,7 +27,7 @@ class Built:
     evaluator: Evaluator  # or a distributed evaluator with the same calls (neuroevo.dist)
     device: torch.device
     env: EnvSpec
-    config: Config  # resolved: what config.yaml holds
+    config: Config  # resolved and frozen: what config.yaml holds
     obs_norm: ObsNorm | None = None  # the run's shared observation normaliser
     arch: dict | None = None  # what rebuilds the network outside neuroevo (policy export)
 
@@ -43,12 +42,12 @@ class Built:
 
 
 def resolve(cfg: Config) -> Config:
-    """A copy of ``cfg`` with every "auto / 0 / None means the default" of the algorithm, env,
-    net and budget replaced by the value the run takes, so ``config.yaml`` says what ran
-    (resolving twice changes nothing). The machine layout (``engine``) stays as given:
+    """A frozen copy of ``cfg`` with every "auto / 0 / None means the default" of the
+    algorithm, env, net and budget replaced by the value the run takes, so ``config.yaml``
+    says what ran (resolving twice changes nothing). The machine layout (``engine``) stays as given:
     automatic values are chosen again on the machine that runs it."""
     check(cfg)
-    out, env = copy.deepcopy(cfg), env_spec(cfg.env)
+    out, env = thaw(cfg), env_spec(cfg.env)
     a = out.algo
     if a.name not in OPTIMIZERS:
         raise UnknownName("algorithm", a.name, OPTIMIZERS)
@@ -67,7 +66,7 @@ def resolve(cfg: Config) -> Config:
     if not (out.budget.generations or out.budget.frames):
         out.budget.generations = DEFAULT_GENERATIONS
     check(out)
-    return out
+    return freeze(out)
 
 
 def make_optimizer(cfg: Config, policy: BatchedPolicy):
@@ -130,3 +129,45 @@ def build(cfg: Config, local: bool = True) -> Built:
         action_noise=cfg.env.action_noise or 0.0,
     ) if local else None
     return Built(policy, optimizer, evaluator, device, env, cfg, obs_norm, arch)
+
+
+@dataclass(frozen=True)
+class Replicas:
+    """The replica factory of a distributed run: picklable (the resolved config as plain
+    data), and called in each remote worker as ``replicas(cpus, members)``, it builds the
+    same policy, optimizer and observation normaliser as the driver's ``build``, with a
+    local evaluator laid out for that worker: ``cpus`` simulator and driver threads, and
+    subsets sized for chunks of ``members`` (what ``engine`` leaves automatic)."""
+
+    config: dict
+
+    def __call__(self, cpus: int, members: int) -> Built:
+        cfg = from_dict(self.config)
+        e = cfg.engine
+        e.env_threads, e.workers = e.env_threads or cpus, e.workers or cpus
+        if not (e.subsets or e.slots):
+            e.subsets, e.slots = default_layout(members, resolve_device(e.device))
+        return build(cfg)
+
+
+def ray_evaluator(built: Built, **options):
+    """A ``RayEvaluator`` for ``built`` (made with ``local=False``): replicas of its resolved
+    config, following its optimizer and normaliser; ``options`` override the config's."""
+    from neuroevo.dist.ray_backend import RayEvaluator
+
+    e = built.config.engine
+    options = {"actors": e.ray_actors, "address": e.ray_address, "timeout": e.ray_timeout,
+               **options}
+    return RayEvaluator(Replicas(to_dict(built.config)), built.optimizer, built.obs_norm,
+                        population=built.config.algo.population, use_gpu=e.device != "cpu",
+                        **options)
+
+
+def build_run(cfg: Config) -> Built:
+    """``build(cfg)`` with the evaluator of ``cfg.engine.backend``: ``local``, the
+    pipelined evaluator in this process; ``ray``, Ray actors (``neuroevo.dist``)."""
+    check(cfg)  # before Ray starts
+    if cfg.engine.backend == "local":
+        return build(cfg)
+    built = build(cfg, local=False)
+    return replace(built, evaluator=ray_evaluator(built))

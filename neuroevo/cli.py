@@ -106,9 +106,9 @@ def _default_run_dir(cfg) -> str:
 
 
 def _run(args) -> int:
+    from neuroevo.build import build_run
     from neuroevo.checkpoint import RunDir
     from neuroevo.config import Config, load, override
-    from neuroevo.dist import build_run
     from neuroevo.errors import ConfigError
     from neuroevo.loop import Budget, Totals
 
@@ -170,8 +170,7 @@ def _device_line(built) -> str:
 def _continue(run_dir, generations, frames, no_progress: bool, given=None) -> int:
     """Continue ``run_dir`` from its checkpoint with its own config (and a new budget);
     ``given``, a config from the command line, must define the same run."""
-    from neuroevo.build import resolve
-    from neuroevo.dist import build_run
+    from neuroevo.build import build_run, resolve
     from neuroevo.loop import Budget
 
     _check_budget_flags(generations, frames)
@@ -254,17 +253,8 @@ def _plot(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from neuroevo.config import Config
-
-    fmt, d = _Formatter, Config()
-    parser = argparse.ArgumentParser(
-        prog="neuroevo", formatter_class=fmt,
-        description="Pipelined CPU-GPU neuroevolution: Deep GA, OpenAI-ES and random search "
-                    "on Atari, MuJoCo and gymnasium.")
-    parser.add_argument("--version", action="version", version=f"neuroevo {neuroevo.__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
+def _add_run(sub, fmt, d) -> None:
+    """``neuroevo run``: its defaults are the config's (``d``)."""
     run = sub.add_parser("run", formatter_class=fmt, help="train a population on a game",
                          description="Train with Deep GA (ga), OpenAI-ES (es) or random "
                                      "search (rs). Defaults are quick CPU settings.")
@@ -303,6 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no live progress line")
     run.set_defaults(handler=_run)
 
+
+def _add_resume(sub, fmt) -> None:
+    """``neuroevo resume``."""
     resume = sub.add_parser("resume", formatter_class=fmt,
                             help="continue a run from its last checkpoint",
                             description="Continue a run from its last checkpoint; the result "
@@ -315,6 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--no-progress", action="store_true", help="no live progress line")
     resume.set_defaults(handler=_resume)
 
+
+def _add_play(sub, fmt) -> None:
+    """``neuroevo play``."""
     play_ = sub.add_parser("play", formatter_class=fmt,
                            help="score a run's saved policy and record a video",
                            description="Evaluate the elite (GA/RS) or centre (ES) of a run's "
@@ -328,6 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "best single training episode (GA/RS)")
     play_.set_defaults(handler=_play)
 
+
+def _add_plot(sub, fmt) -> None:
+    """``neuroevo plot``."""
     plot = sub.add_parser("plot", formatter_class=fmt, help="draw learning curves of runs",
                           description="Elite, max and mean fitness of each run, one panel "
                                       "per run, against frames, generations or time.")
@@ -338,6 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the x axis")
     plot.set_defaults(handler=_plot)
 
+
+def _add_bench(sub, fmt) -> None:
+    """``neuroevo bench``."""
     bench = sub.add_parser("bench", formatter_class=fmt,
                            help="measure the engine against its bounds and a naive loop")
     bench.add_argument("--game", default="breakout", help="Atari ROM id")
@@ -361,7 +363,27 @@ def build_parser() -> argparse.ArgumentParser:
                             "algo.elite_candidates=0 (repeatable)")
     bench.add_argument("--json", help="also write the figures to this file")
     bench.set_defaults(handler=_bench)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from neuroevo.config import Config
+
+    fmt, d = _Formatter, Config()
+    parser = argparse.ArgumentParser(
+        prog="neuroevo", formatter_class=fmt,
+        description="Pipelined CPU-GPU neuroevolution: Deep GA, OpenAI-ES and random search "
+                    "on Atari, MuJoCo and gymnasium.")
+    parser.add_argument("--version", action="version", version=f"neuroevo {neuroevo.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    _add_run(sub, fmt, d)
+    _add_resume(sub, fmt)
+    _add_play(sub, fmt)
+    _add_plot(sub, fmt)
+    _add_bench(sub, fmt)
     return parser
+
+
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ suggestions for mistyped keys.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import re
@@ -16,11 +17,21 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from neuroevo.errors import ConfigError, UnknownName
+from neuroevo.errors import ConfigError, StateError, UnknownName
+
+
+class _Section:
+    """A config section; the sections of a frozen config (``freeze``) refuse assignment."""
+
+    def __setattr__(self, name, value):
+        if self.__dict__.get("_frozen"):
+            raise StateError(f"cannot set {name}: this config is resolved and frozen (it says "
+                             "what the run is); change a copy from config.thaw")
+        object.__setattr__(self, name, value)
 
 
 @dataclass
-class AlgoConfig:
+class AlgoConfig(_Section):
     name: str = "ga"  # ga | es | rs
     population: int = 64  # members per generation (paper GA: 1000)
     sigma: float | None = None  # mutation / perturbation std (None: the algorithm's default)
@@ -33,7 +44,7 @@ class AlgoConfig:
 
 
 @dataclass
-class EnvConfig:
+class EnvConfig(_Section):
     game: str = "breakout"  # ale-py ROM id (snake_case)
     id: str = ""  # a gymnasium env id (CartPole-v1, ...); when set, it is used instead of game
     sticky_actions: float = 0.0  # repeat-action probability (0.25 for the v5 protocol)
@@ -48,13 +59,13 @@ class EnvConfig:
 
 
 @dataclass
-class NetConfig:
+class NetConfig(_Section):
     name: str = "auto"  # large (Nature DQN, 4M params) | small (1M) | mlp | auto
     hidden: str = "256,256"  # the MLP's hidden layer sizes
 
 
 @dataclass
-class EngineConfig:
+class EngineConfig(_Section):
     device: str = "auto"  # auto | cpu | cuda[:N]
     subsets: int = 0  # double-buffered subsets (0: automatic)
     slots: int = 0  # slots per subset (0: automatic)
@@ -73,20 +84,40 @@ DEFAULT_GENERATIONS = 10  # the budget of a run given neither limit (CLI and neu
 
 
 @dataclass
-class BudgetConfig:
+class BudgetConfig(_Section):
     generations: int = 0  # stop after this many generations (0: no limit)
     frames: int = 0  # stop after this many emulator frames (0: no limit; both 0:
     # DEFAULT_GENERATIONS generations)
 
 
 @dataclass
-class Config:
+class Config(_Section):
     seed: int = 0
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     net: NetConfig = field(default_factory=NetConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
+
+
+def _sections(cfg: Config) -> tuple:
+    return (cfg, cfg.algo, cfg.env, cfg.net, cfg.engine, cfg.budget)
+
+
+def freeze(cfg: Config) -> Config:
+    """A copy of ``cfg`` that refuses every assignment (``build.resolve`` returns one)."""
+    out = copy.deepcopy(cfg)
+    for section in _sections(out):
+        object.__setattr__(section, "_frozen", True)
+    return out
+
+
+def thaw(cfg: Config) -> Config:
+    """A copy of ``cfg`` that can be changed."""
+    out = copy.deepcopy(cfg)
+    for section in _sections(out):
+        object.__setattr__(section, "_frozen", False)
+    return out
 
 
 def keys(cfg=None, prefix: str = "") -> list[str]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from neuroevo.engine.pipeline import EvalResult
 from neuroevo.memory import release_free_memory
+from neuroevo.metrics import TOLD
 
 
 @dataclass
@@ -59,7 +60,7 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
             row.update(fitness_max=metrics["fitness_max"], fitness_mean=metrics["fitness_mean"],
                        fitness_min=metrics["fitness_min"],
                        episode_steps_mean=float(np.mean(result.steps)))
-        for key in ("elite_score", "center_score", "sigma", "grad_norm", "update_ratio"):
+        for key in TOLD:
             if key in metrics:
                 row[key] = metrics[key]
         if metrics["generation_done"]:

@@ -20,6 +20,7 @@ class Metric:
     board: bool = False  # a TensorBoard scalar, against frames
     live: str = ""  # the live line shows it as ``live.format(value)``
     plot: str = ""  # ``neuroevo plot`` draws it as a score series with this label
+    told: bool = False  # reported by the optimizer's ``tell`` when it has it (any phase)
 
 
 METRICS = (
@@ -34,9 +35,10 @@ METRICS = (
            live="mean {:>8.1f}", plot="population mean"),
     Metric("fitness_min", "worst training episode return", csv=True, board=True),
     Metric("elite_score", "GA/RS: the elite's mean over its validation episodes", csv=True,
-           board=True, live="elite {:>8.1f}", plot="elite (validated mean)"),
+           board=True, live="elite {:>8.1f}", plot="elite (validated mean)", told=True),
     Metric("center_score", "ES: the centre's mean over its own episodes (outside the budget)",
-           csv=True, board=True, live="centre {:>8.1f}", plot="ES centre (mean, own episodes)"),
+           csv=True, board=True, live="centre {:>8.1f}", plot="ES centre (mean, own episodes)",
+           told=True),
     Metric("fps", "frames (and eval frames) per second of evaluation", csv=True, board=True,
            live="fps {:>7,.0f}"),
     Metric("occupancy", "mean fraction of slots computed per forward pass", csv=True,
@@ -45,15 +47,16 @@ METRICS = (
     Metric("generation_frames", "budgeted frames of this generation"),
     Metric("eval_frames", "frames of episodes run outside the budget (ES centre)"),
     Metric("best_fitness", "best training episode return of the run so far"),
-    Metric("sigma", "the mutation / perturbation scale used"),
-    Metric("grad_norm", "ES: norm of the gradient estimate"),
-    Metric("update_ratio", "ES: norm of the update over the norm of the centre"),
+    Metric("sigma", "the mutation / perturbation scale used", told=True),
+    Metric("grad_norm", "ES: norm of the gradient estimate", told=True),
+    Metric("update_ratio", "ES: norm of the update over the norm of the centre", told=True),
     Metric("bytes_per_generation", "distributed: driver <-> worker message bytes"),
     Metric("timings", "seconds per pipeline stage, summed over the generation's phases"),
 )
 BY_NAME = {m.name: m for m in METRICS}
 CSV_COLUMNS = tuple(m.name for m in METRICS if m.csv)
 SCALARS = tuple(m.name for m in METRICS if m.board)
+TOLD = tuple(m.name for m in METRICS if m.told)
 LIVE_ORDER = ("generation", "frames", "fps", "fitness_max", "fitness_mean", "elite_score",
               "center_score")  # the live line's order: where the run is, then the scores
 

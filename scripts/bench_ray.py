@@ -17,9 +17,8 @@ import json
 import os
 import platform
 
-from neuroevo.build import build
+from neuroevo.build import build, ray_evaluator
 from neuroevo.config import Config, override
-from neuroevo.dist.ray_backend import RayEvaluator
 from neuroevo.files import atomic_write
 
 
@@ -39,7 +38,7 @@ def main() -> None:
                        "algo.elite_candidates": 0, "engine.device": "cpu"}.items():
         override(cfg, key, value)
     local, remote = build(cfg), build(cfg, local=False)
-    ray_ev = RayEvaluator(cfg, remote.optimizer, actors=args.actors)
+    ray_ev = ray_evaluator(remote, actors=args.actors)
     ray_ev.pids()  # start the actors before timing
     best = {"local": 0.0, "ray": 0.0}
     comm = 0

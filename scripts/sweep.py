@@ -211,7 +211,7 @@ def main(argv=None) -> int:
 
 
 def sweep(args) -> int:
-    from neuroevo.dist.ray_backend import run_commands
+    from neuroevo.dist.tasks import run_commands
 
     if args.generations is None and args.frames is None:
         raise ConfigError("give each trial a budget: --generations N or --frames N")

@@ -1,19 +1,17 @@
-"""Evaluation in Ray actors with seed-only messages: the one module that imports ray.
+"""Evaluation in Ray actors with seed-only messages.
 
-Each actor builds the run locally from its config (policy, env pools, noise table, and a
-*replica of the optimizer*) and owns a pipelined ``Evaluator`` on its node's CPUs and GPU.
-The driver never ships parameters during a run. Per generation it sends each actor:
+Each actor is made by the driver's *replica factory* (a picklable callable, given by the
+caller: ``neuroevo.build.Replicas``), which builds the run's policy, env pools, noise table
+and a replica of the optimizer on the actor's node, and owns a pipelined evaluator on that
+node's CPUs and GPU. This module knows no optimizer: it moves the events of the replica
+protocol (``neuroevo.dist.replica``) and the results.
 
-- the log entries it has not seen: the fitness vectors the driver's optimizer was told
-  (the replica tells them too, so its next ``ask()`` gives the same population: compact
-  genomes decoded locally, parents cached) and the merged observation-statistics increments;
-- chunks of member indices to evaluate, pulled by the actors as they finish (load balance);
-
-and gets back fitness, steps, frames and per-member observation statistics. A 4-byte
-fingerprint of the optimizer state and the observation statistics (ES: the centre and
-Adam's moments) rides with every chunk, and an actor whose replica differs refuses the
-work. The optimizer's state (for ES, the centre: a full vector) travels once, when an
-actor starts.
+The driver never ships parameters during a run. With every chunk of member indices it sends
+the actor an ``Update``: the events it has not seen (the fitness the driver's optimizer was
+told for each phase; the merged observation-statistics increments) and the fingerprint of
+the driver's state, which the actor's replica must match. Actors pull chunks as they finish
+(load balance) and return fitness, steps, frames and per-member observation statistics. The
+optimizer's state (for ES, the centre: a full vector) travels once, when an actor starts.
 
 If an actor dies mid-generation, its unfinished chunks go back to the queue, the dead actor
 is killed for good, and a replacement starts from the driver's state; the replacement gets
@@ -29,158 +27,38 @@ import collections
 import dataclasses
 import os
 import pickle
-import signal
-import socket
-import sys
-import threading
 import time
-import zlib
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
+from neuroevo.dist.replica import Log, Replica, Stats, Tell, Update, fingerprint
+from neuroevo.dist.session import init, ray_module, shutdown
 from neuroevo.engine.obsstats import merge as merge_obs_stats
 from neuroevo.engine.pipeline import EvalResult
-from neuroevo.errors import ConfigError, DependencyNotInstalled, WorkerError
+from neuroevo.errors import ConfigError, WorkerError
 from neuroevo.memory import release_free_memory
 
 
-_LOOPBACK = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray's node address is 127.0.0.1
-_started_here = False  # this process started the Ray instance (and shuts it down)
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _ray():
-    try:
-        import ray
-    except ImportError as e:  # pragma: no cover - ray is a declared dependency
-        raise DependencyNotInstalled("--backend ray needs ray: pip install 'ray>=2.9'") from e
-    return ray
-
-
-def _reachable(address: str) -> None:
-    """Fail in seconds, not after Ray's minutes of retries, when HOST:PORT does not answer."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    try:
-        socket.create_connection((host, int(port)), timeout=5).close()
-    except (OSError, ValueError) as e:
-        reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
-        raise ConfigError(f"cannot reach the Ray cluster at {address} ({reason}); check the "
-                          "address and that 'ray status' works on that machine") from None
-
-
-def init(address: str = "") -> None:
-    """Join the Ray cluster at ``address`` (``auto``, ``HOST:PORT``, ``ray://HOST:PORT``), or
-    start a new local instance: explicitly (``address="local"``, so it never joins a cluster
-    that ``RAY_ADDRESS`` or ``ray start`` left around), sized to this machine, with every
-    server on 127.0.0.1 and no dashboard."""
-    global _started_here
-    if "ray" not in sys.modules and not address:
-        os.environ[_LOOPBACK] = "0"  # read when ray is imported; Ray's processes inherit it
-    ray = _ray()
-    if ray.is_initialized():
-        return
-    if address and address != "auto":
-        _reachable(address)
-    # Ray installs its own handlers for SIGTERM (and others) in the driver; the caller's
-    # (the CLI's: stop at once, keep the checkpoint, exit 143) are put back afterwards.
-    main = threading.current_thread() is threading.main_thread()
-    handlers = {s: signal.getsignal(s) for s in _SIGNALS} if main else {}
-    try:
-        if address:
-            ray.init(address=address, log_to_driver=False, logging_level="error")
-        else:
-            ray.init(address="local", num_cpus=len(os.sched_getaffinity(0)),
-                     include_dashboard=False, log_to_driver=False,
-                     object_store_memory=256 << 20, logging_level="error")
-            _started_here = True
-    except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ConfigError(f"cannot start or join Ray at {address or 'this machine'!r} "
-                          f"({first}); check --ray-address") from None
-    finally:
-        for s, handler in handlers.items():
-            if handler is not None:
-                signal.signal(s, handler)
-
-
-def shutdown() -> None:
-    """Stop the Ray instance this process started (a joined cluster stays up)."""
-    global _started_here
-    if _started_here:
-        _ray().shutdown()
-        _started_here = False
-
-
-def _canonical(x, out: list) -> None:
-    if isinstance(x, torch.Tensor):
-        out.append(x.detach().cpu().contiguous().numpy().tobytes())
-    elif isinstance(x, np.ndarray):
-        out.append(np.ascontiguousarray(x).tobytes())
-    elif dataclasses.is_dataclass(x):
-        for f in dataclasses.fields(x):
-            _canonical(getattr(x, f.name), out)
-    elif isinstance(x, dict):
-        for key in sorted(x):
-            out.append(str(key).encode())
-            _canonical(x[key], out)
-    elif isinstance(x, (list, tuple)):
-        out.append(b"[")
-        for v in x:
-            _canonical(v, out)
-        out.append(b"]")
-    else:
-        out.append(repr(x).encode())
-
-
-def fingerprint(optimizer, obs_norm) -> int:
-    """crc32 of the optimizer's state and the observation statistics, by value."""
-    parts: list[bytes] = []
-    _canonical(optimizer.state_dict()["state"], parts)
-    if obs_norm is not None:
-        _canonical(obs_norm.state_dict(), parts)
-    return zlib.crc32(b"".join(parts))
-
-
 class Worker:
-    """The actor: a local build of the run that follows the driver's log."""
+    """The actor: a replica of the run, built on this node by the driver's factory."""
 
-    def __init__(self, cfg: dict, optimizer_state: dict, obs_norm_state: dict | None,
-                 applied: int, cpus: int):
-        from neuroevo.build import build
-        from neuroevo.config import from_dict
-
+    def __init__(self, replicas: Callable, optimizer_state: dict, obs_norm_state: dict | None,
+                 applied: int, cpus: int, members: int):
         torch.set_num_threads(max(1, cpus))
-        config = from_dict(cfg)
-        config.engine.env_threads = config.engine.env_threads or max(1, cpus)
-        config.engine.workers = config.engine.workers or max(1, cpus)
-        self.built = build(config)
+        self.built = replicas(cpus, members)
         self.built.restore({"optimizer": optimizer_state, "obs_norm": obs_norm_state})
-        self.applied = applied  # log entries already reflected in the replica
-        self._print: tuple[int, int] | None = None  # (applied, fingerprint)
+        self.replica = Replica(self.built.optimizer, self.built.obs_norm, applied)
 
     def pid(self) -> int:
         return os.getpid()
 
-    def _follow(self, start: int, entries: list) -> None:
-        for k, (kind, payload) in enumerate(entries, start):
-            if k < self.applied:
-                continue
-            if kind == "tell":
-                self.built.optimizer.ask()
-                self.built.optimizer.tell(payload)
-            else:
-                merge_obs_stats(self.built.obs_norm, payload)
-            self.applied = k + 1
-
-    def evaluate(self, start: int, entries: list, check: int, indices: np.ndarray):
-        self._follow(start, entries)
-        if self._print is None or self._print[0] != self.applied:
-            self._print = (self.applied, fingerprint(self.built.optimizer, self.built.obs_norm))
-        if self._print[1] != check:
-            raise WorkerError(f"worker {os.getpid()}: its optimizer replica differs from the "
-                              "driver's (was the optimizer told other fitness than evaluate "
-                              "returned?)")
+    def evaluate(self, update: Update, indices: np.ndarray):
+        try:
+            self.replica.apply(update)
+        except WorkerError as e:
+            raise WorkerError(f"worker {os.getpid()}: {e}") from None
         pop = self.built.optimizer.ask()
         r = self.built.evaluator.evaluate(pop, indices=indices, merge_stats=False)
         release_free_memory()  # an actor's heap fragments as the driver's does
@@ -194,10 +72,15 @@ class RayEvaluator:
     """An ``Evaluator`` look-alike whose episodes run in Ray actors.
 
     Args:
-        cfg: the run's ``Config`` (actors build from it).
+        replicas: the replica factory, ``replicas(cpus, members) -> Built``: picklable; it
+            builds the run's objects in an actor with ``cpus`` cores, sized for chunks of
+            ``members`` members.
         optimizer: the driver's optimizer (its state boots new actors). The loop must tell
-            it the fitness ``evaluate`` returned, as ``neuroevo.loop`` does.
+            it the fitness ``evaluate`` returned, as ``neuroevo.loop`` does: the next
+            ``evaluate`` of another phase logs that as the ``Tell`` the replicas apply.
         obs_norm: the driver's observation normaliser, or None.
+        population: members per generation (sizes the chunks).
+        use_gpu: give each actor an equal share of the cluster's GPUs.
         actors: number of actors (0: one per Ray node).
         address: a Ray cluster (``auto`` or ``HOST:PORT``); empty: start a local instance
             sized to this machine.
@@ -214,14 +97,13 @@ class RayEvaluator:
             faults with it).
     """
 
-    def __init__(self, cfg, optimizer, obs_norm=None, *, actors: int = 0, address: str = "",
+    def __init__(self, replicas: Callable, optimizer, obs_norm=None, *, population: int,
+                 use_gpu: bool = False, actors: int = 0, address: str = "",
                  chunks_per_actor: int = 4, max_replacements: int | None = None,
                  timeout: float = 120.0, on_chunk=None):
-        from neuroevo.config import to_dict
-
         init(address)  # first: it sets what ray reads when imported
-        ray = _ray()
-        self.cfg, self.optimizer, self.obs_norm = to_dict(cfg), optimizer, obs_norm
+        ray = ray_module()
+        self.replicas, self.optimizer, self.obs_norm = replicas, optimizer, obs_norm
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         total = int(ray.cluster_resources().get("CPU", 0))
         self.num_actors = actors or len(nodes)
@@ -232,47 +114,36 @@ class RayEvaluator:
         self.cpus = max(1, total // self.num_actors)
         self.timeout = timeout
         self.start_timeout = max(timeout, 60.0)
-        self.gpus = (ray.cluster_resources().get("GPU", 0) / self.num_actors
-                     if cfg.engine.device != "cpu" else 0)
+        self.gpus = ray.cluster_resources().get("GPU", 0) / self.num_actors if use_gpu else 0
         self.chunks_per_actor, self.on_chunk = chunks_per_actor, on_chunk
+        # each actor's pipeline is sized for the chunks it gets, not the whole population
+        self.members = -(-population // (self.num_actors * chunks_per_actor))
         self.max_replacements = (2 * self.num_actors if max_replacements is None
                                  else max_replacements)
-        self.seed = cfg.seed
-        if not (cfg.engine.subsets or cfg.engine.slots):
-            # each actor's pipeline is sized for the chunks it gets, not the whole population
-            from neuroevo.engine.pipeline import default_layout, resolve_device
-
-            chunk = -(-cfg.algo.population // (self.num_actors * chunks_per_actor))
-            subsets, slots = default_layout(chunk, resolve_device(cfg.engine.device))
-            self.cfg["engine"].update(subsets=subsets, slots=slots)
-        self.log: list = []  # ("tell", fitness) and ("stats", per-member stats), in order
-        self.log_base = 0  # absolute index of log[0]; entries every actor has are dropped
-        self._last: tuple | None = None  # (generation, phase, fitness) of the last evaluate
+        self.log = Log()
+        self._last: Tell | None = None  # what the last evaluate returned, not yet logged
         self.bootstrap_bytes = 0  # optimizer state shipped to start actors
         self.actors: list = []
-        self._sent: dict = {}  # actor -> absolute log position sent to it
+        self._sent: dict = {}  # actor -> the log position it has been sent up to
         self._starting: dict = {}  # object ref of pid() -> an actor that has not answered
         self.replaced = 0  # actors started to replace dead ones
-
-    @property
-    def _log_end(self) -> int:
-        return self.log_base + len(self.log)
+        self.counts = np.zeros(0, dtype=np.int64)  # results kept per member, last evaluate
 
     def _spawn(self):
-        ray = _ray()
+        ray = ray_module()
         state = self.optimizer.state_dict()
         norm = None if self.obs_norm is None else self.obs_norm.state_dict()
-        self.bootstrap_bytes += len(pickle.dumps((self.cfg, state, norm)))
+        self.bootstrap_bytes += len(pickle.dumps((self.replicas, state, norm)))
         cls = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus)(Worker)
-        actor = cls.remote(self.cfg, state, norm, self._log_end, self.cpus)
+        actor = cls.remote(self.replicas, state, norm, self.log.end, self.cpus, self.members)
         self.actors.append(actor)
-        self._sent[actor] = self._log_end
+        self._sent[actor] = self.log.end
         return actor
 
     def _start(self) -> None:
         """Actors start at the first evaluation, from the optimizer state as it is then (a
         resumed run has loaded its checkpoint by that time)."""
-        ray = _ray()
+        ray = ray_module()
         fresh = [self._spawn() for _ in range(self.num_actors - len(self.actors))]
         try:
             ray.get([a.pid.remote() for a in fresh], timeout=self.start_timeout)
@@ -285,130 +156,26 @@ class RayEvaluator:
 
     def pids(self) -> list[int]:
         self._start()
-        return _ray().get([a.pid.remote() for a in self.actors])
-
-    def _trim_log(self) -> None:
-        done = min(self._sent.values(), default=self._log_end)
-        del self.log[:done - self.log_base]
-        self.log_base = done
+        return ray_module().get([a.pid.remote() for a in self.actors])
 
     def evaluate(self, pop, on_episode=None) -> EvalResult:
-        ray = _ray()
+        if self._last is not None and (self._last.generation, self._last.phase) != (
+                pop.generation, pop.phase):
+            self.log.append(self._last)  # told by now: actors started below already have it
+            self._last = None
         self._start()
         start = time.perf_counter()
-        if self._last is not None and self._last[:2] != (pop.generation, pop.phase):
-            self.log.append(("tell", self._last[2]))  # what the loop told the optimizer
-        self._trim_log()
-        check, n = fingerprint(self.optimizer, self.obs_norm), len(pop)
-        size = max(1, -(-n // (len(self.actors) * self.chunks_per_actor)))
-        queue = collections.deque(np.arange(i, min(i + size, n)) for i in range(0, n, size))
-        self.counts = np.zeros(n, dtype=np.int64)  # results kept per member (exactly once)
-        comm = finished = replaced = 0
-        parts: list = []  # (positions kept, chunk result)
-        flight: dict = {}  # object ref -> (actor, chunk)
-        alive: dict = {}  # actor -> when it last returned a chunk or got work while idle
-
-        def top_up() -> None:
-            """Keep two chunks with every started actor: one running, one queued."""
-            for actor in self.actors:
-                if actor in self._starting.values():
-                    continue
-                while queue and sum(a is actor for a, _ in flight.values()) < 2:
-                    send(actor)
-
-        def send(actor) -> None:
-            nonlocal comm
-            chunk = queue.popleft()
-            args = (self._sent[actor], self.log[self._sent[actor] - self.log_base:], check,
-                    chunk)
-            comm += len(pickle.dumps(args))
-            self._sent[actor] = self._log_end
-            if not any(a is actor for a, _ in flight.values()):
-                alive[actor] = time.monotonic()  # an idle actor's clock starts with its work
-            flight[actor.evaluate.remote(*args)] = (actor, chunk)
-
-        def lost(actor, error) -> None:
-            nonlocal replaced
-            replaced += 1
-            if replaced > self.max_replacements:
-                raise WorkerError(f"Ray actors keep failing ({replaced} lost in one "
-                                  f"generation); last: {error}")
-            for ref, (a, chunk) in list(flight.items()):
-                if a is actor:
-                    queue.appendleft(chunk)
-                    del flight[ref]
-            self._starting = {r: a for r, a in self._starting.items() if a is not actor}
-            self.actors.remove(actor)
-            del self._sent[actor]
-            alive.pop(actor, None)
-            try:
-                ray.kill(actor, no_restart=True)  # it may be unreachable, not dead
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-            self.replaced += 1
-            new = self._spawn()
-            self._starting[new.pid.remote()] = new  # gets work once it answers
-            alive[new] = time.monotonic()
-
-        def hung() -> list:
-            """Actors with work in flight and no progress for ``timeout``, or starting for
-            longer than ``start_timeout``."""
-            now = time.monotonic()
-            starting = set(self._starting.values())
-            busy = {a for a, _ in flight.values()} | starting
-            return [a for a in busy if now - alive.get(a, now) >
-                    (self.start_timeout if a in starting else self.timeout)]
-
-        top_up()
-        while flight or queue:
-            ready, _ = ray.wait([*flight, *self._starting], num_returns=1,
-                                timeout=min(1.0, self.timeout / 4))
-            if not ready:
-                for actor in hung():
-                    lost(actor, f"no progress for {self.timeout:g} s")
-                top_up()
-                continue
-            [ref] = ready
-            if ref in self._starting:
-                actor = self._starting.pop(ref)
-                try:
-                    ray.get(ref)
-                except ray.exceptions.RayError as e:
-                    lost(actor, getattr(e, "cause", e))
-                top_up()
-                continue
-            actor, chunk = flight.pop(ref)
-            try:
-                reply = ray.get(ref)
-            except ray.exceptions.RayActorError as e:
-                queue.appendleft(chunk)
-                lost(actor, e)
-                top_up()
-                continue
-            except ray.exceptions.RayTaskError as e:
-                raise WorkerError(f"Ray actor {self.actors.index(actor)} failed: "
-                                  f"{getattr(e, 'cause', e)}") from None
-            comm += len(pickle.dumps(reply))
-            alive[actor] = time.monotonic()
-            indices, r = reply
-            fresh = self.counts[indices] == 0  # a member's first result is the one kept
-            self.counts[indices] += fresh
-            kept = dataclasses.replace(r, fitness=r.fitness[fresh], steps=r.steps[fresh])
-            parts.append((indices[fresh], kept))  # a rerun's frames were spent: they count
-            skip = r.frames // max(1, int(r.steps.sum()))  # frames per agent step
-            for i in np.flatnonzero(fresh):
-                finished += 1
-                if on_episode is not None:
-                    on_episode(finished, n, r.fitness[i], r.steps[i] * skip)
-            if self.on_chunk is not None:
-                self.on_chunk(self, self.actors.index(actor))
-            top_up()
-        result = EvalResult.combine(parts, n, time.perf_counter() - start)
-        result.comm_bytes = comm
+        self.log.trim(min(self._sent.values(), default=self.log.end))
+        chunks = _Chunks(self, len(pop), fingerprint(self.optimizer, self.obs_norm),
+                         on_episode)
+        chunks.run()
+        self.counts = chunks.counts
+        result = EvalResult.combine(chunks.parts, len(pop), time.perf_counter() - start)
+        result.comm_bytes = chunks.comm
         if result.obs_stats and self.obs_norm is not None:
             merge_obs_stats(self.obs_norm, result.obs_stats)
-            self.log.append(("stats", result.obs_stats))
-        self._last = (pop.generation, pop.phase, result.fitness)
+            self.log.append(Stats(result.obs_stats))
+        self._last = Tell(pop.generation, pop.phase, result.fitness)
         return result
 
     def layout(self) -> dict:
@@ -418,7 +185,7 @@ class RayEvaluator:
     def close(self) -> None:
         """Kill the actors, and stop the Ray instance if this process started it: no Ray
         process outlives the driver."""
-        ray = _ray()
+        ray = ray_module()
         for actor in self.actors:
             try:
                 ray.kill(actor)
@@ -428,27 +195,118 @@ class RayEvaluator:
         shutdown()
 
 
-def run_commands(commands: list[list[str]], cpus: int = 1, address: str = "",
-                 cwd: str | None = None):
-    """Run commands as Ray tasks (``cpus`` each) on a local instance or at ``address``, in
-    ``cwd`` where it exists on the node; yields ``(index, returncode, stderr tail)`` as each
-    finishes (sweeps use it; give absolute paths for a cluster's shared storage)."""
-    import subprocess
+class _Chunks:
+    """One population's chunks through the actors: queued, in flight, kept exactly once;
+    lost actors replaced."""
 
-    init(address)
-    ray = _ray()
+    def __init__(self, ev: RayEvaluator, n: int, check: int, on_episode):
+        self.ev, self.n, self.check, self.on_episode = ev, n, check, on_episode
+        size = max(1, -(-n // (len(ev.actors) * ev.chunks_per_actor)))
+        self.queue = collections.deque(np.arange(i, min(i + size, n)) for i in range(0, n, size))
+        self.counts = np.zeros(n, dtype=np.int64)  # results kept per member
+        self.comm = self.finished = self.replaced = 0
+        self.parts: list = []  # (positions kept, chunk result)
+        self.flight: dict = {}  # object ref -> (actor, chunk)
+        self.alive: dict = {}  # actor -> when it last returned a chunk or got work while idle
 
-    @ray.remote(num_cpus=cpus)
-    def run(command: list[str]) -> tuple[int, str]:
-        here = cwd if cwd and os.path.isdir(cwd) else None
-        out = subprocess.run(command, capture_output=True, text=True, cwd=here)
-        return out.returncode, out.stderr[-2000:]
+    def run(self) -> None:
+        ray, ev = ray_module(), self.ev
+        self.top_up()
+        while self.flight or self.queue:
+            ready, _ = ray.wait([*self.flight, *ev._starting], num_returns=1,
+                                timeout=min(1.0, ev.timeout / 4))
+            if not ready:
+                for actor in self.hung():
+                    self.lost(actor, f"no progress for {ev.timeout:g} s")
+            elif ready[0] in ev._starting:
+                self.started(ready[0])
+            else:
+                self.returned(ready[0])
+            self.top_up()
 
-    pending = {run.remote(c): i for i, c in enumerate(commands)}
-    try:
-        while pending:
-            [ref], _ = ray.wait(list(pending), num_returns=1)
-            code, err = ray.get(ref)
-            yield pending.pop(ref), code, err
-    finally:
-        shutdown()
+    def _busy(self, actor) -> int:
+        return sum(a is actor for a, _ in self.flight.values())
+
+    def top_up(self) -> None:
+        """Keep two chunks with every started actor: one running, one queued."""
+        for actor in self.ev.actors:
+            if actor in self.ev._starting.values():
+                continue
+            while self.queue and self._busy(actor) < 2:
+                self.send(actor)
+
+    def send(self, actor) -> None:
+        ev, chunk = self.ev, self.queue.popleft()
+        update = ev.log.since(ev._sent[actor], self.check)
+        self.comm += len(pickle.dumps((update, chunk)))
+        ev._sent[actor] = ev.log.end
+        if not self._busy(actor):
+            self.alive[actor] = time.monotonic()  # an idle actor's clock starts with its work
+        self.flight[actor.evaluate.remote(update, chunk)] = (actor, chunk)
+
+    def started(self, ref) -> None:
+        ray = ray_module()
+        actor = self.ev._starting.pop(ref)
+        try:
+            ray.get(ref)
+        except ray.exceptions.RayError as e:
+            self.lost(actor, getattr(e, "cause", e))
+
+    def returned(self, ref) -> None:
+        ray, ev = ray_module(), self.ev
+        actor, chunk = self.flight.pop(ref)
+        try:
+            reply = ray.get(ref)
+        except ray.exceptions.RayActorError as e:
+            self.queue.appendleft(chunk)
+            self.lost(actor, e)
+            return
+        except ray.exceptions.RayTaskError as e:
+            raise WorkerError(f"Ray actor {ev.actors.index(actor)} failed: "
+                              f"{getattr(e, 'cause', e)}") from None
+        self.comm += len(pickle.dumps(reply))
+        self.alive[actor] = time.monotonic()
+        indices, r = reply
+        fresh = self.counts[indices] == 0  # a member's first result is the one kept
+        self.counts[indices] += fresh
+        kept = dataclasses.replace(r, fitness=r.fitness[fresh], steps=r.steps[fresh])
+        self.parts.append((indices[fresh], kept))  # a rerun's frames were spent: they count
+        skip = r.frames // max(1, int(r.steps.sum()))  # frames per agent step
+        for i in np.flatnonzero(fresh):
+            self.finished += 1
+            if self.on_episode is not None:
+                self.on_episode(self.finished, self.n, r.fitness[i], r.steps[i] * skip)
+        if ev.on_chunk is not None:
+            ev.on_chunk(ev, ev.actors.index(actor))
+
+    def lost(self, actor, error) -> None:
+        ev = self.ev
+        self.replaced += 1
+        if self.replaced > ev.max_replacements:
+            raise WorkerError(f"Ray actors keep failing ({self.replaced} lost in one "
+                              f"generation); last: {error}")
+        for ref, (a, chunk) in list(self.flight.items()):
+            if a is actor:
+                self.queue.appendleft(chunk)
+                del self.flight[ref]
+        ev._starting = {r: a for r, a in ev._starting.items() if a is not actor}
+        ev.actors.remove(actor)
+        del ev._sent[actor]
+        self.alive.pop(actor, None)
+        try:
+            ray_module().kill(actor, no_restart=True)  # it may be unreachable, not dead
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        ev.replaced += 1
+        new = ev._spawn()
+        ev._starting[new.pid.remote()] = new  # gets work once it answers
+        self.alive[new] = time.monotonic()
+
+    def hung(self) -> list:
+        """Actors with work in flight and no progress for ``timeout``, or starting for
+        longer than ``start_timeout``."""
+        now, ev = time.monotonic(), self.ev
+        starting = set(ev._starting.values())
+        busy = {a for a, _ in self.flight.values()} | starting
+        return [a for a in busy if now - self.alive.get(a, now) >
+                (ev.start_timeout if a in starting else ev.timeout)]

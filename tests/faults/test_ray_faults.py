@@ -90,9 +90,8 @@ def cluster():
 
 
 def test_a_hung_actor_is_declared_dead_replaced_and_its_members_rerun(cluster):
-    from neuroevo.build import build
+    from neuroevo.build import build, ray_evaluator
     from neuroevo.config import Config, override
-    from neuroevo.dist.ray_backend import RayEvaluator
 
     cfg = Config()
     for key, value in {"algo.name": "ga", "env.id": "CartPole-v1", "algo.population": 24,
@@ -111,7 +110,7 @@ def test_a_hung_actor_is_declared_dead_replaced_and_its_members_rerun(cluster):
             stopped.append(pid)
 
     built = build(cfg, local=False)
-    ev = RayEvaluator(cfg, built.optimizer, actors=2, chunks_per_actor=6, timeout=3.0,
+    ev = ray_evaluator(built, actors=2, chunks_per_actor=6, timeout=3.0,
                       on_chunk=stop_once)
     try:
         result = ev.evaluate(built.optimizer.ask())

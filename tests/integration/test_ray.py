@@ -61,9 +61,8 @@ def test_es_with_observation_statistics_equals_local():
 
 
 def test_a_killed_actor_is_replaced_and_every_member_evaluated_exactly_once():
-    from neuroevo.build import build
+    from neuroevo.build import build, ray_evaluator
     from neuroevo.config import Config, override
-    from neuroevo.dist.ray_backend import RayEvaluator
 
     cfg = Config()
     for key, value in {"algo.name": "ga", "env.id": "CartPole-v1", "algo.population": 24,
@@ -83,7 +82,7 @@ def test_a_killed_actor_is_replaced_and_every_member_evaluated_exactly_once():
             killed.append(pid)
 
     built = build(cfg, local=False)
-    ev = RayEvaluator(cfg, built.optimizer, actors=2, chunks_per_actor=6, on_chunk=kill_once)
+    ev = ray_evaluator(built, actors=2, chunks_per_actor=6, on_chunk=kill_once)
     pop = built.optimizer.ask()
     result = ev.evaluate(pop)
     assert killed and ev.replaced >= 1
@@ -97,9 +96,8 @@ def test_a_killed_actor_is_replaced_and_every_member_evaluated_exactly_once():
 
 
 def test_a_replica_out_of_step_is_refused():
-    from neuroevo.build import build
+    from neuroevo.build import build, ray_evaluator
     from neuroevo.config import Config, override
-    from neuroevo.dist.ray_backend import RayEvaluator
     from neuroevo.errors import WorkerError
 
     cfg = Config()
@@ -107,7 +105,7 @@ def test_a_replica_out_of_step_is_refused():
                        "algo.validation_episodes": 0, "engine.device": "cpu"}.items():
         override(cfg, key, value)
     built = build(cfg, local=False)
-    ev = RayEvaluator(cfg, built.optimizer, actors=1)
+    ev = ray_evaluator(built, actors=1)
     fitness = ev.evaluate(built.optimizer.ask()).fitness
     built.optimizer.tell(fitness[::-1].copy())  # not what evaluate returned: centres differ
     with pytest.raises(WorkerError, match="replica differs from the driver's"):

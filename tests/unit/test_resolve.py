@@ -45,3 +45,18 @@ def test_build_runs_what_resolve_says():
         assert to_dict(built.config) == to_dict(resolve(cfg))
     finally:
         built.evaluator.close()
+
+
+def test_the_resolved_config_is_frozen_and_thaws_into_a_copy():
+    from neuroevo.config import thaw
+    from neuroevo.errors import StateError
+
+    got = resolve(config(**{"algo.name": "ga", "env.id": "CartPole-v1"}))
+    with pytest.raises(StateError, match="cannot set truncation: this config is resolved"):
+        got.algo.truncation = 3
+    with pytest.raises(StateError, match="cannot set seed"):
+        override(got, "seed", 4)
+    copy = thaw(got)
+    copy.algo.truncation = 3
+    assert (copy.algo.truncation, got.algo.truncation) == (3, 12)
+    assert to_dict(resolve(copy))["algo"]["truncation"] == 3  # resolve takes a frozen or not
