@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 from neuroevo.build import build_run
 from neuroevo.config import Config, override
-from neuroevo.loop import Budget, Callback, RunResult, generations
+from neuroevo.loop import Budget, Callback, RunResult, Tests, generations
 
 
 class _Hooks(Callback):
@@ -40,7 +40,7 @@ def train(cfg: Config | None = None, *, callbacks: Sequence[Callback] = (),
                        config=built.config)
     try:
         generations(built.optimizer, built.evaluator, Budget.of(built.config),
-                    history=result.history,
+                    history=result.history, tests=Tests.of(built.config),
                     callbacks=[*callbacks, _Hooks(on_generation, on_episode)])
     finally:
         built.evaluator.close()

@@ -16,7 +16,7 @@ from neuroevo.kernels import from_environment
 from neuroevo.noise import NoiseTable, default_size
 from neuroevo.optim import OPTIMIZERS
 from neuroevo.policy.batched import BatchedPolicy
-from neuroevo.policy.nets import build_template
+from neuroevo.policy.nets import build_template, normc
 from neuroevo.policy.obsnorm import ObsNorm
 
 
@@ -44,8 +44,8 @@ class Built:
 def resolve(cfg: Config) -> Config:
     """A frozen copy of ``cfg`` with every "auto / 0 / None means the default" of the
     algorithm, env, net and budget replaced by the value the run takes, so ``config.yaml``
-    says what ran (resolving twice changes nothing). The machine layout (``engine``) stays as given:
-    automatic values are chosen again on the machine that runs it."""
+    says what ran (resolving twice changes nothing). The machine layout (``engine``) stays
+    as given: automatic values are chosen again on the machine that runs it."""
     check(cfg)
     out, env = thaw(cfg), env_spec(cfg.env)
     a = out.algo
@@ -63,6 +63,8 @@ def resolve(cfg: Config) -> Config:
         out.env.obs_norm = "on" if env.kind == "mujoco" else "off"
     if out.env.action_noise is None and env.kind != "atari":
         out.env.action_noise = 0.01 if env.kind == "mujoco" else 0.0
+    if not out.env.test_episode_cap:  # the env's own limit, as the papers test
+        out.env.test_episode_cap = env.max_steps or 108_000 // env.frameskip
     if not (out.budget.generations or out.budget.frames):
         out.budget.generations = DEFAULT_GENERATIONS
     check(out)
@@ -78,9 +80,11 @@ def make_optimizer(cfg: Config, policy: BatchedPolicy):
     if a.sigma is not None:
         common["sigma"] = a.sigma
     if a.name == "es":
-        # ES starts from one random network of the policy's initialisation.
+        # ES starts from one random network: on vector observations (MLP) OpenAI's MuJoCo
+        # initialisation, normc(1.0) hidden and normc(0.01) output; else the policy's own.
         noise = NoiseTable.shared(size=default_size(spec.num_params))  # the optimizer's default
-        center = noise.slice(cfg.seed, spec.num_params) * spec.init_std()
+        raw = noise.slice(cfg.seed, spec.num_params)
+        center = normc(spec, raw) if cfg.net.name == "mlp" else raw * spec.init_std()
         return OPTIMIZERS["es"](center=center, lr=a.lr, l2=a.l2,
                                 center_episodes=a.validation_episodes, **common)
     extra = {"truncation": a.truncation} if a.name == "ga" else {}

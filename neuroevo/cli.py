@@ -71,7 +71,7 @@ def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
     """``run`` and ``resume``: the training driver with a checkpoint, TensorBoard and the
     live line after every generation."""
     from neuroevo.checkpoint import Checkpoints
-    from neuroevo.loop import generations
+    from neuroevo.loop import Tests, generations
     from neuroevo.report import Progress, TensorBoard
 
     callbacks = [Checkpoints(run_dir, built),
@@ -79,7 +79,7 @@ def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
                  Progress(sys.stdout, progress, budget, totals, history)]
     try:
         generations(built.optimizer, built.evaluator, budget, totals, history, callbacks,
-                    guard=_signals.protect)
+                    guard=_signals.protect, tests=Tests.of(built.config))
     except KeyboardInterrupt:
         kept = f"after generation {totals.generation - 1}" if history else "(none yet)"
         print(f"\nneuroevo: stopped; the last checkpoint is kept {kept}: continue with "
@@ -235,7 +235,8 @@ def _play(args) -> int:
     from neuroevo.checkpoint import RunDir
     from neuroevo.play import play
 
-    scores, recorded = play(RunDir(args.run_dir), args.episodes, args.video, args.genome)
+    scores, recorded = play(RunDir(args.run_dir), args.episodes, args.video, args.genome,
+                            args.episode_cap)
     print("scores: " + " ".join(f"{s:g}" for s in scores))
     print(f"mean {scores.mean():.1f}  std {scores.std():.1f}  min {scores.min():g}  "
           f"max {scores.max():g}  over {len(scores)} episodes")
@@ -248,7 +249,7 @@ def _plot(args) -> int:
     from neuroevo.plot import plot_runs
 
     plot_runs(args.run_dirs, args.output, args.x,
-              warn=lambda m: print(f"neuroevo: warning: {m}", file=sys.stderr))
+              warn=lambda m: print(f"neuroevo: warning: {m}", file=sys.stderr), y=args.y)
     print(f"wrote {args.output}")
     return 0
 
@@ -322,6 +323,9 @@ def _add_play(sub, fmt) -> None:
     play_.add_argument("--genome", choices=("elite", "best"), default="elite",
                        help="the validated elite (ES: the centre), or the member with the "
                             "best single training episode (GA/RS)")
+    play_.add_argument("--episode-cap", type=int, metavar="N",
+                       help="agent steps per episode (default: the run's test cap, "
+                            "env.test_episode_cap: the env's own limit unless set)")
     play_.set_defaults(handler=_play)
 
 
@@ -335,6 +339,9 @@ def _add_plot(sub, fmt) -> None:
                       help="the image to write (.png, .pdf or .svg)")
     plot.add_argument("--x", choices=("frames", "generations", "time"), default="frames",
                       help="the x axis")
+    plot.add_argument("--y", action="append", metavar="METRIC",
+                      help="a metric to draw, e.g. test_score (repeatable; default: every "
+                           "score the runs have)")
     plot.set_defaults(handler=_plot)
 
 

@@ -41,6 +41,9 @@ class AlgoConfig(_Section):
     # episodes per generation, for logging only
     lr: float = 0.01  # ES Adam step size
     l2: float = 0.005  # ES L2 coefficient
+    test_episodes: int = 10  # the papers' test score: episodes of the elite (ES: the centre)
+    # outside the budget (paper: 200; 0: no test phase)
+    test_every: int = 10  # generations between test phases; the last generation is tested too
 
 
 @dataclass
@@ -51,6 +54,8 @@ class EnvConfig(_Section):
     noop_max: int = 30  # random no-ops on reset
     frameskip: int = 4  # emulator frames per agent step
     episode_cap: int = 5000  # agent steps per training episode (paper: 5000)
+    test_episode_cap: int = 0  # agent steps per test episode (0: the env's own limit, Atari:
+    # 108,000 frames; resolved into the number in config.yaml)
     obs_norm: str = "auto"  # on | off | auto: running observation normalisation (auto: on
     # for the MuJoCo locomotion tasks, as OpenAI-ES does there; for every algorithm)
     obs_stats_fraction: float = 0.01  # training episodes whose observations update it (paper)
@@ -193,12 +198,16 @@ def from_dict(data: dict) -> Config:
     return cfg
 
 
+TEST_KEYS = ("algo.test_episodes", "algo.test_every", "env.test_episode_cap")
+
+
 def identity(cfg: Config) -> dict:
     """What defines a run, as flat keys: the seed, algorithm, env and net. A resume may change
-    the budget and the machine layout (engine), never these."""
+    the budget, the test schedule (``TEST_KEYS``: tests change no state) and the machine
+    layout (engine), never these."""
     flat = {}
     for key in keys(cfg):
-        if key.split(".")[0] in ("seed", "algo", "env", "net"):
+        if key.split(".")[0] in ("seed", "algo", "env", "net") and key not in TEST_KEYS:
             *path, name = key.split(".")
             target = cfg
             for part in path:
@@ -239,10 +248,11 @@ def load(path: str) -> Config:
 
 
 # Keys each algorithm reads; any other algo.* key set away from its default is a mistake.
+_TESTS = {"test_episodes", "test_every"}
 ALGO_KEYS = {"ga": {"population", "sigma", "truncation", "elite_candidates",
-                    "validation_episodes"},
-             "rs": {"population", "elite_candidates", "validation_episodes"},
-             "es": {"population", "sigma", "lr", "l2", "validation_episodes"}}
+                    "validation_episodes", *_TESTS},
+             "rs": {"population", "elite_candidates", "validation_episodes", *_TESTS},
+             "es": {"population", "sigma", "lr", "l2", "validation_episodes", *_TESTS}}
 ATARI_KEYS = {"game", "sticky_actions", "noop_max", "frameskip"}  # unused by gymnasium ids
 RAY_KEYS = {"ray_address", "ray_actors", "ray_timeout"}  # used only with engine.backend=ray
 RAY_ADDRESS = re.compile(r"^(|auto|(ray://)?[^\s:/]+:\d{1,5})$")
@@ -261,11 +271,15 @@ def _ranges(cfg: Config) -> list[tuple[str, object, bool, str]]:
         ("algo.validation_episodes", a.validation_episodes, a.validation_episodes >= 0, ">= 0"),
         ("algo.lr", a.lr, a.lr > 0, "> 0"),
         ("algo.l2", a.l2, a.l2 >= 0, ">= 0"),
+        ("algo.test_episodes", a.test_episodes, a.test_episodes >= 0, ">= 0 (0: no test phase)"),
+        ("algo.test_every", a.test_every, a.test_every >= 1, ">= 1 (generations)"),
         ("env.sticky_actions", e.sticky_actions, 0 <= e.sticky_actions <= 1, "in [0, 1]"),
         ("env.noop_max", e.noop_max, e.noop_max >= 0, ">= 0"),
         ("env.frameskip", e.frameskip, e.frameskip >= 1, ">= 1"),
         ("env.episode_cap", e.episode_cap, e.episode_cap >= 0,
          ">= 0 (0: no cap, the env's own episode limit)"),
+        ("env.test_episode_cap", e.test_episode_cap, e.test_episode_cap >= 0,
+         ">= 0 (0: the env's own episode limit)"),
         ("env.obs_norm", e.obs_norm, e.obs_norm in ("on", "off", "auto"), "on, off or auto"),
         ("env.obs_stats_fraction", e.obs_stats_fraction, 0 <= e.obs_stats_fraction <= 1,
          "in [0, 1]"),

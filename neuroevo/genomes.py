@@ -188,13 +188,17 @@ class PerturbationDecoder:
         return self.center + eps * (genome.sign * self.sigma)
 
 
+PHASES = ("train", "validate", "test")
+
+
 class Population(Sequence):
     """What ``ask()`` returns: compact genomes plus the means to materialise them.
 
-    ``phase`` is ``"train"`` or ``"validate"`` (Deep GA's elite re-evaluation, ES's centre
-    evaluation); with ``generation`` and a member's index it names the evaluation, which is
-    what evaluators seed episodes from. ``budgeted`` is False for episodes run for logging
-    only, whose frames do not count towards a run's frame budget.
+    ``phase`` is one of ``PHASES``: ``"train"``, ``"validate"`` (Deep GA's elite
+    re-evaluation, ES's centre evaluation) or ``"test"`` (the papers' test score:
+    ``Optimizer.test_population``); with ``generation`` and a member's index it names the
+    evaluation, which is what evaluators seed episodes from. ``budgeted`` is False for
+    episodes run for logging only, whose frames do not count towards a run's frame budget.
     """
 
     def __init__(self, genomes: Sequence, generation: int, phase: str, make_decoder,

@@ -5,6 +5,11 @@ optimizers; this loop is the only place that holds both. A Deep GA generation is
 training phase plus, when enabled, its elite-validation phase; frames of both count
 towards the budget (as in the paper). Episodes run for logging only (ES's centre
 evaluation: ``Population.budgeted`` False) are counted apart, as ``eval_frames``.
+
+The papers' test score (Such et al. 2017; Salimans et al. 2017) is a phase of its own: every
+``test_every`` generations and after the last one, the elite (ES: the centre) plays
+``test_episodes`` fresh episodes (seeds of their own, the env's own episode limit), for
+logging only: ``test_frames`` are outside the budget and the optimizer is not told.
 """
 
 from __future__ import annotations
@@ -44,6 +49,35 @@ class Budget:
     def spent(self, totals: Totals) -> bool:
         return ((self.generations is not None and totals.generation >= self.generations) or
                 (self.frames is not None and totals.frames >= self.frames))
+
+
+@dataclass(frozen=True)
+class Tests:
+    episodes: int = 0  # 0: no test phase
+    every: int = 1
+    episode_cap: int | None = None
+
+    @classmethod
+    def of(cls, cfg) -> Tests:
+        """A (resolved) config's test schedule."""
+        return cls(cfg.algo.test_episodes, cfg.algo.test_every,
+                   cfg.env.test_episode_cap or None)
+
+    def due(self, generation: int, last: bool) -> bool:
+        """Whether generation ``generation`` (from 0) ends with a test phase."""
+        return self.episodes > 0 and (last or (generation + 1) % self.every == 0)
+
+
+def test_phase(optimizer, evaluator, tests: Tests, totals: Totals,
+               on_episode: Callable | None = None) -> dict:
+    """The test score of what the optimizer would deploy now; the row's test keys."""
+    pop = optimizer.test_population(tests.episodes)
+    if pop is None:
+        return {}
+    r = evaluator.evaluate(pop, on_episode=on_episode, episode_cap=tests.episode_cap)
+    totals.wall_time += r.wall_time
+    return {"test_score": float(np.mean(r.fitness)), "test_score_std": float(np.std(r.fitness)),
+            "test_episodes": len(r.fitness), "test_frames": r.frames}
 
 
 def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | None = None,
@@ -98,10 +132,12 @@ class Callback:
 
 def generations(optimizer, evaluator, budget: Budget, totals: Totals | None = None,
                 history: list[dict] | None = None, callbacks: Sequence[Callback] = (),
-                guard: Callable = contextlib.nullcontext) -> list[dict]:
+                guard: Callable = contextlib.nullcontext, tests: Tests = Tests()
+                ) -> list[dict]:
     """The one training driver (the CLI's ``run`` and ``resume`` and ``neuroevo.train``):
-    one generation after another until ``budget`` is spent, each row appended to
-    ``history`` (a resumed run passes its own) and handed to every callback in order.
+    one generation after another until ``budget`` is spent, each with its test phase when
+    ``tests`` says so, each row appended to ``history`` (a resumed run passes its own) and
+    handed to every callback in order.
     ``guard()`` is entered around each generation's callbacks (the CLI defers stop signals
     there, so the checkpoint and the files derived from it always agree). Callbacks are
     closed however the run ends. Returns ``history``."""
@@ -114,7 +150,11 @@ def generations(optimizer, evaluator, budget: Budget, totals: Totals | None = No
 
     try:
         while not budget.spent(totals):
-            history.append(one_generation(optimizer, evaluator, totals, on_episode))
+            row = one_generation(optimizer, evaluator, totals, on_episode)
+            if tests.due(row["generation"], last=budget.spent(totals)):
+                row.update(test_phase(optimizer, evaluator, tests, totals, on_episode))
+                row["wall_time"] = totals.wall_time
+            history.append(row)
             with guard():
                 for c in callbacks:
                     c.generation(history[-1], totals, history)

@@ -39,6 +39,13 @@ METRICS = (
     Metric("center_score", "ES: the centre's mean over its own episodes (outside the budget)",
            csv=True, board=True, live="centre {:>8.1f}", plot="ES centre (mean, own episodes)",
            told=True),
+    Metric("test_score", "the papers' test score: the elite's (ES: the centre's) mean over "
+           "test_episodes fresh episodes at the env's own limit, outside the budget",
+           csv=True, board=True, live="test {:>8.1f}", plot="test score (mean)"),
+    Metric("test_score_std", "standard deviation of the test episodes' returns", csv=True,
+           board=True),
+    Metric("test_episodes", "episodes in the test score", csv=True),
+    Metric("test_frames", "frames of the test episodes (outside the budget)", csv=True),
     Metric("fps", "frames (and eval frames) per second of evaluation", csv=True, board=True,
            live="fps {:>7,.0f}"),
     Metric("occupancy", "mean fraction of slots computed per forward pass", csv=True,
@@ -57,8 +64,9 @@ BY_NAME = {m.name: m for m in METRICS}
 CSV_COLUMNS = tuple(m.name for m in METRICS if m.csv)
 SCALARS = tuple(m.name for m in METRICS if m.board)
 TOLD = tuple(m.name for m in METRICS if m.told)
+# the live line's order: where the run is, then the scores
 LIVE_ORDER = ("generation", "frames", "fps", "fitness_max", "fitness_mean", "elite_score",
-              "center_score")  # the live line's order: where the run is, then the scores
+              "center_score", "test_score")
 
 
 def live_line(row: dict) -> str:

@@ -58,17 +58,21 @@ def saved_policy(run_dir: RunDir, genome: str = "elite"):
     return built, built.optimizer.decoder().decode(chosen)
 
 
-def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str = "elite"
-         ) -> tuple[np.ndarray, float | None]:
-    """Scores of ``episodes`` fresh episodes; with ``video`` (.gif or .mp4), the first one
+def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str = "elite",
+         episode_cap: int | None = None) -> tuple[np.ndarray, float | None]:
+    """Scores of ``episodes`` fresh episodes of at most ``episode_cap`` agent steps (default:
+    the run's test cap, as its test score); with ``video`` (.gif or .mp4), the first one
     recorded and its score."""
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {episodes}")
+    if episode_cap is not None and episode_cap < 1:
+        raise ConfigError(f"--episode-cap must be >= 1, got {episode_cap}")
     if video is not None:
         check_path(video)
         if not os.environ.get("DISPLAY"):
             os.environ.setdefault("MUJOCO_GL", "egl")  # read when mujoco is first imported
     built, params = saved_policy(run_dir, genome)
+    cap = episode_cap or built.config.env.test_episode_cap
     if video is not None and built.env.kind == "gym":
         built.evaluator.close()
         raise ConfigError("--video records Atari games and the MuJoCo locomotion tasks; other "
@@ -76,19 +80,20 @@ def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str =
     try:
         pop = Population([None] * episodes, PLAY_GENERATION, "validate",
                          lambda device: _Fixed(params.to(device)))
-        scores = built.evaluator.evaluate(pop).fitness
+        scores = built.evaluator.evaluate(pop, episode_cap=cap).fitness
     finally:
         built.evaluator.close()
     recorded = None
     if video is not None:
         seed = episode_seed(built.evaluator.seed, PLAY_GENERATION, "validate", 0)
-        recorded = record(built, params, seed, video)
+        recorded = record(built, params, seed, video, cap)
     return scores, recorded
 
 
-def record(built, params: torch.Tensor, seed: int, path: str) -> float:
-    """Replay the episode of ``seed`` (the first play episode), save its frames, return its
-    score (equal to the evaluator's: same seed, same actions, no action noise)."""
+def record(built, params: torch.Tensor, seed: int, path: str, cap: int | None) -> float:
+    """Replay the episode of ``seed`` (the first play episode, cut at ``cap`` agent steps),
+    save its frames, return its score (equal to the evaluator's: same seed, same actions, no
+    action noise)."""
     pool, atari = built.env.make_pool(1), built.env.kind == "atari"
     # Two identical rows, built once: a batch of one would take other kernels (see
     # BatchedPolicy.forward) and copy the weights every step.
@@ -101,7 +106,6 @@ def record(built, params: torch.Tensor, seed: int, path: str) -> float:
             return camera.frame()
         return np.kron(obs[0, -1], np.ones((2, 2), np.uint8))  # [168, 168] newest frame
 
-    cap = built.env.episode_cap
     frames, steps, score = [], 0, 0.0
     try:
         obs = pool.reset(np.ones(1, dtype=bool), [seed])

@@ -18,7 +18,7 @@ from matplotlib.ticker import EngFormatter
 
 from neuroevo.errors import CheckpointError, ConfigError, UnknownName
 from neuroevo.files import atomic_write
-from neuroevo.metrics import METRICS
+from neuroevo.metrics import BY_NAME, METRICS
 from neuroevo.serial import loads_strict
 
 X = {"frames": ("frames", "frames (Atari: emulator frames; gymnasium: env steps)"),
@@ -63,23 +63,30 @@ def _series(rows: list[dict], key: str) -> list[float]:
     return [float("nan") if r.get(key) is None else r[key] for r in rows]
 
 
-def plot_runs(runs: list[str], output: str, x: str = "frames", warn=None) -> None:
-    """Draw one panel per run into ``output`` (PNG, PDF or SVG by its extension)."""
+def plot_runs(runs: list[str], output: str, x: str = "frames", warn=None,
+              y: list[str] | None = None) -> None:
+    """Draw one panel per run into ``output`` (PNG, PDF or SVG by its extension): the
+    metrics ``y`` (default: every score series of ``neuroevo.metrics`` the run has)."""
     if x not in X:
         raise UnknownName("x axis", x, X)
+    for name in y or ():
+        if name not in BY_NAME or name == "timings":
+            raise UnknownName("metric", name, [m.name for m in METRICS if m.name != "timings"])
+    drawn = [BY_NAME[name] for name in y] if y else [m for m in METRICS if m.plot]
     if pathlib.Path(output).suffix.lower() not in FORMATS:
         raise ConfigError(f"-o {output}: the image must end in {', '.join(FORMATS)}")
     key, label = X[x]
     histories = [load(run, warn) for run in runs]  # read every run before drawing anything
     fig, axes = plt.subplots(1, len(runs), figsize=(5.5 * len(runs), 4), squeeze=False)
     for ax, run, rows in zip(axes[0], runs, histories, strict=True):
-        xs = [r[key] for r in rows]
-        for m in METRICS:
-            if m.plot and m.name in rows[0]:
+        for m in drawn:
+            have = [r for r in rows if m.name in r]  # test scores: every test_every rows
+            if have:
                 # thin: the population's episodes; thick: the scores of the run's policy
                 style = POPULATION_STYLE.get(m.name, {"linewidth": 2.5})
-                ax.plot(xs, _series(rows, m.name), label=m.plot, **style)
-        if rows[0].get("fitness_mean") is not None:
+                ax.plot([r[key] for r in have], _series(have, m.name), label=m.plot or m.name,
+                        marker="o" if len(have) < len(rows) else None, **style)
+        if not y and rows[0].get("fitness_mean") is not None:
             ax.axhline(rows[0]["fitness_mean"], color="gray", linestyle="--",
                        label="random-init mean (gen 0)")
         ax.set_title(pathlib.Path(run).name)

@@ -54,13 +54,20 @@ class Worker:
     def pid(self) -> int:
         return os.getpid()
 
-    def evaluate(self, update: Update, indices: np.ndarray):
+    def evaluate(self, update: Update, indices: np.ndarray, test: tuple[int, int] | None = None):
+        """``test``: ``(episodes, cap)`` of a test phase (the replica's
+        ``test_population``, not its ``ask``), or None."""
         try:
             self.replica.apply(update)
         except WorkerError as e:
             raise WorkerError(f"worker {os.getpid()}: {e}") from None
-        pop = self.built.optimizer.ask()
-        r = self.built.evaluator.evaluate(pop, indices=indices, merge_stats=False)
+        optimizer, cap = self.built.optimizer, None
+        if test is None:
+            pop = optimizer.ask()
+        else:
+            pop, cap = optimizer.test_population(test[0]), test[1]
+        r = self.built.evaluator.evaluate(pop, indices=indices, merge_stats=False,
+                                          episode_cap=cap)
         release_free_memory()  # an actor's heap fragments as the driver's does
         return indices, r
 
@@ -158,7 +165,9 @@ class RayEvaluator:
         self._start()
         return ray_module().get([a.pid.remote() for a in self.actors])
 
-    def evaluate(self, pop, on_episode=None) -> EvalResult:
+    def evaluate(self, pop, on_episode=None, episode_cap: int | None = None) -> EvalResult:
+        """As ``Evaluator.evaluate``. A test population (phase ``"test"``) is rebuilt by each
+        replica from its own state, and is no event of the protocol: it changes no state."""
         if self._last is not None and (self._last.generation, self._last.phase) != (
                 pop.generation, pop.phase):
             self.log.append(self._last)  # told by now: actors started below already have it
@@ -166,8 +175,9 @@ class RayEvaluator:
         self._start()
         start = time.perf_counter()
         self.log.trim(min(self._sent.values(), default=self.log.end))
+        test = (len(pop), episode_cap) if pop.phase == "test" else None
         chunks = _Chunks(self, len(pop), fingerprint(self.optimizer, self.obs_norm),
-                         on_episode)
+                         on_episode, test)
         chunks.run()
         self.counts = chunks.counts
         result = EvalResult.combine(chunks.parts, len(pop), time.perf_counter() - start)
@@ -175,7 +185,8 @@ class RayEvaluator:
         if result.obs_stats and self.obs_norm is not None:
             merge_obs_stats(self.obs_norm, result.obs_stats)
             self.log.append(Stats(result.obs_stats))
-        self._last = Tell(pop.generation, pop.phase, result.fitness)
+        if test is None:
+            self._last = Tell(pop.generation, pop.phase, result.fitness)
         return result
 
     def layout(self) -> dict:
@@ -199,8 +210,8 @@ class _Chunks:
     """One population's chunks through the actors: queued, in flight, kept exactly once;
     lost actors replaced."""
 
-    def __init__(self, ev: RayEvaluator, n: int, check: int, on_episode):
-        self.ev, self.n, self.check, self.on_episode = ev, n, check, on_episode
+    def __init__(self, ev: RayEvaluator, n: int, check: int, on_episode, test):
+        self.ev, self.n, self.check, self.on_episode, self.test = ev, n, check, on_episode, test
         size = max(1, -(-n // (len(ev.actors) * ev.chunks_per_actor)))
         self.queue = collections.deque(np.arange(i, min(i + size, n)) for i in range(0, n, size))
         self.counts = np.zeros(n, dtype=np.int64)  # results kept per member
@@ -242,7 +253,7 @@ class _Chunks:
         ev._sent[actor] = ev.log.end
         if not self._busy(actor):
             self.alive[actor] = time.monotonic()  # an idle actor's clock starts with its work
-        self.flight[actor.evaluate.remote(update, chunk)] = (actor, chunk)
+        self.flight[actor.evaluate.remote(update, chunk, self.test)] = (actor, chunk)
 
     def started(self, ref) -> None:
         ray = ray_module()

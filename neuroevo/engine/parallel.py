@@ -49,8 +49,8 @@ class ParallelEvaluator:
     def obs_norm(self):
         return self.parts[0].obs_norm
 
-    def evaluate(self, pop, on_episode=None, indices=None, merge_stats: bool = True
-                 ) -> EvalResult:
+    def evaluate(self, pop, on_episode=None, indices=None, merge_stats: bool = True,
+                 episode_cap: int | None = None) -> EvalResult:
         members = np.arange(len(pop)) if indices is None else np.asarray(indices, np.int64)
         k = len(self.parts)
         shares = [(part, np.arange(j, len(members), k)) for j, part in enumerate(self.parts)]
@@ -66,7 +66,8 @@ class ParallelEvaluator:
         torch.set_num_threads(1)
         try:
             futures = [self._threads.submit(part.evaluate, pop, report if on_episode else None,
-                                            members[pos], False) for part, pos in shares]
+                                            members[pos], False, episode_cap)
+                       for part, pos in shares]
             results = [f.result() for f in futures]
         finally:
             torch.set_num_threads(threads)

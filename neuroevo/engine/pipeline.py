@@ -175,9 +175,10 @@ class Evaluator:
             sub.pool.close()
 
     def evaluate(self, pop, on_episode: Callable | None = None, indices=None,
-                 merge_stats: bool = True) -> EvalResult:
+                 merge_stats: bool = True, episode_cap: int | None = None) -> EvalResult:
         """Run one episode of every member of ``pop`` (or of ``indices``, in that order);
-        returns fitness in that order.
+        returns fitness in that order. Episodes are cut at ``episode_cap`` agent steps
+        (default: the env spec's training cap; test episodes run to the env's own limit).
 
         ``on_episode(done, total, score, frames)`` is called as each episode ends (for
         progress displays; ``frames`` are that episode's). ``merge_stats=False`` leaves the
@@ -185,7 +186,7 @@ class Evaluator:
         distributed driver merges every worker's in member order).
         """
         members = np.arange(len(pop)) if indices is None else np.asarray(indices, dtype=np.int64)
-        run = _Run(self, pop, members, on_episode)
+        run = _Run(self, pop, members, on_episode, episode_cap or self.episode_cap)
         for sub in self.subsets:
             sub.slots = Slots(sub.params.num_rows)
             self._refill(run, sub, np.arange(sub.params.num_rows))
@@ -297,7 +298,7 @@ class Evaluator:
         sub.in_flight = False
         t1 = time.perf_counter()
         run.clock.add("env_wait", t, t1)
-        ended = sub.slots.step(rewards, done, self.episode_cap)
+        ended = sub.slots.step(rewards, done, run.episode_cap)
         for env in ended:
             m = sub.slots.member[env]
             run.fitness[m], run.steps[m] = sub.slots.ret[env], sub.slots.steps[env]
@@ -313,8 +314,10 @@ class Evaluator:
 class _Run:
     """The state of one ``Evaluator.evaluate`` call: its members, results and counters."""
 
-    def __init__(self, ev: Evaluator, pop, members: np.ndarray, on_episode):
+    def __init__(self, ev: Evaluator, pop, members: np.ndarray, on_episode,
+                 episode_cap: int | None):
         self.pop, self.members, self.on_episode = pop, members, on_episode
+        self.episode_cap = episode_cap
         self.training = pop.phase == "train" and getattr(pop, "budgeted", True)
         self.normalize = ev.obs_norm.frozen(ev.device) if ev.obs_norm is not None else None
         self.stats: dict[int, list] = {}  # member -> [sum, sumsq, count] of its observations

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from neuroevo.genomes import PHASES
 from neuroevo.noise import mix64, mix64_array
 
 IDLE = -1
@@ -29,11 +30,14 @@ def step_normals(seeds: np.ndarray, steps: np.ndarray, dim: int) -> np.ndarray:
 
 
 def episode_seed(run_seed: int, generation: int, phase: str, index: int) -> int:
-    """The env seed of one evaluation: a function of what is evaluated, never of the slot."""
+    """The env seed of one evaluation: a function of what is evaluated, never of the slot.
+    Each phase has its own range of seeds (train [0, 2^29), validate [2^29, 2^30), test
+    [2^30, 3 * 2^29)), so test episodes never replay a training or validation episode."""
+    code = PHASES.index(phase)
     h = mix64(run_seed)
-    for part in (generation, 0 if phase == "train" else 1, index):
+    for part in (generation, code, index):
         h = mix64(h ^ part)
-    return h % (1 << 31)
+    return (code << 29) | (h % (1 << 29))
 
 
 class Slots:

@@ -86,10 +86,11 @@ class AtariPool(PoolBase):
     def __init__(self, config: AtariConfig, num_envs: int, num_threads: int = 0):
         super().__init__(num_envs)
         self.config = config
-        # The cap is enforced by the evaluator in agent steps; ale-py's own frame limit is
-        # set beyond it (no-ops included) so that it never cuts an episode first.
-        max_frames = 108_000 if config.episode_cap is None else (
-            (config.episode_cap + config.noop_max + 10) * config.frameskip)
+        # The cap is enforced by the evaluator in agent steps (test episodes: to the env's
+        # own limit); ale-py's frame limit is the ALE's 108,000 frames, or beyond a longer
+        # cap (no-ops included) so that it never cuts an episode first.
+        max_frames = 108_000 if config.episode_cap is None else max(
+            108_000, (config.episode_cap + config.noop_max + 10) * config.frameskip)
         self.env = _ale().vector_env.AtariVectorEnv(
             config.game, num_envs, batch_size=0, num_threads=num_threads,
             repeat_action_probability=config.sticky_actions, frameskip=config.frameskip,

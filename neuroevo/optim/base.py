@@ -15,11 +15,9 @@ import numpy as np
 import torch
 
 from neuroevo.errors import CheckpointError, StateError, check_range
-from neuroevo.genomes import Population
+from neuroevo.genomes import PHASES, Population
 from neuroevo.noise import NoiseTable, default_size
 from neuroevo.optim.shaping import NONFINITE_POLICIES, validate_fitness
-
-PHASES = ("train", "validate")
 
 
 def resolve_dims(num_params, center) -> tuple[int, torch.Tensor | None]:
@@ -65,6 +63,12 @@ class Optimizer:
         raise NotImplementedError
 
     def _tell(self, pop: Population, fitness: np.ndarray) -> tuple[dict, bool]:
+        raise NotImplementedError
+
+    def test_population(self, episodes: int) -> Population | None:
+        """``episodes`` copies of what the run would deploy now (GA/RS: the elite; ES: the
+        centre) for the papers' test score: phase ``"test"`` of the last finished
+        generation, outside the budget; None while there is none. Changes no state."""
         raise NotImplementedError
 
     # -- the generation ----------------------------------------------------------------

@@ -1,15 +1,21 @@
 """Deep GA: Such et al. 2017, "Deep Neuroevolution: Genetic Algorithms Are a Competitive
 Alternative for Training Deep Neural Networks for Reinforcement Learning" (arXiv 1712.06567).
 
-Each generation: the top ``truncation`` members become parents; ``population_size - 1``
-children are ``parent + sigma * noise`` of uniformly chosen parents; the elite is carried
-*unmodified* as member 0 (as the paper describes; the authors' 2018 GPU code did not do
-this). To choose the elite, the top ``elite_candidates`` members are re-evaluated on
-``validation_episodes`` more episodes: the next ``ask()`` after a training ``tell()``
-returns that validation population (each candidate repeated, members adjacent), and the
-candidate with the best mean over those episodes becomes the elite. The single training
-episode is left out of the mean because it is what selected the candidates (it is biased
-upwards). Setting either option to 0 skips the phase: the best single episode is the elite.
+Elitism follows Algorithm 1 of the revised paper (v3). Each generation, every member runs
+one training episode. The elite candidates are, in the first generation, the
+``elite_candidates`` (paper: 10) best members by training fitness; in every later one, the
+previous elite *plus* the ``elite_candidates - 1`` best other members (at least one),
+whatever the previous elite's own training episode scored. The next ``ask()`` after a
+training ``tell()`` returns that validation population (each candidate repeated
+``validation_episodes`` times, paper: 30, on fresh episodes, members adjacent), and the
+candidate with the best mean becomes the elite; the training episode is left out of the mean
+because it is what selected the candidates (it is biased upwards). The parents of the next
+generation are the elite plus the ``truncation - 1`` best *other* members by training fitness
+(paper: T = 20), so the elite always breeds; ``population_size - 1`` children are
+``parent + sigma * noise`` of uniformly chosen parents, and the elite is carried *unmodified*
+as member 0 (as the paper describes; the authors' 2018 GPU code re-validated the previous
+elite and always bred it, but did not carry it). Setting either option to 0 skips the
+validation: the best single training episode is the elite, and the parents are the top T.
 
 >>> ga = GA(num_params=3, population_size=8, truncation=2, elite_candidates=0, seed=1)
 >>> pop = ga.ask(); len(pop), pop.params().shape
@@ -39,6 +45,7 @@ class GAState:
     phase: str = "train"
     parents: tuple[SeedChain, ...] = ()
     candidates: tuple[SeedChain, ...] = ()
+    ranked: tuple[SeedChain, ...] = ()  # while validating: the T + 1 best by training fitness
     elite: SeedChain | None = None
     elite_score: float = float("-inf")
     best_fitness: float = float("-inf")
@@ -134,27 +141,44 @@ class GA(Optimizer):
             genomes = self._offspring(self.rng("train"))
         return Population(genomes, s.generation, s.phase, self.decoder)
 
-    def _accept_elite(self, genome: SeedChain, score: float) -> None:
-        self.state.elite, self.state.elite_score = genome, score
+    def test_population(self, episodes: int) -> Population | None:
+        s = self.state
+        if s.elite is None:
+            return None
+        return Population([s.elite] * episodes, max(s.generation - 1, 0), "test", self.decoder,
+                          budgeted=False)
 
     def _tell(self, pop: Population, fitness: np.ndarray) -> tuple[dict, bool]:
         s = self.state
         if s.phase == "validate":
             means = fitness.reshape(len(s.candidates), self.validation_episodes).mean(axis=1)
-            j = int(top_k(means, 1)[0])
-            self._accept_elite(s.candidates[j], float(means[j]))
-            s.phase, s.candidates = "train", ()
+            j = int(top_k(means, 1)[0])  # ties: the earlier candidate, the previous elite first
+            s.elite, s.elite_score = s.candidates[j], float(means[j])
+            others = tuple(p for p in s.ranked if p != s.elite)
+            s.parents = (s.elite, *others)[: self.truncation]
+            s.phase, s.candidates, s.ranked = "train", (), ()
             s.history.append(s.elite_score)
             return {"elite_score": s.elite_score, "candidate_means": means.tolist()}, True
-        order = top_k(fitness, max(self.truncation, self.elite_candidates, 1))
+        order = top_k(fitness, len(fitness))
         if s.best is None or fitness[order[0]] >= s.best_fitness:  # the base updated best_fitness
             s.best = pop[order[0]]
-        s.parents = tuple(pop[i] for i in order[: self.truncation])
         metrics = {"sigma": self.sigma(s.generation)}
         if self.elite_candidates:
-            s.candidates = tuple(pop[i] for i in order[: self.elite_candidates])
+            # The parents wait for the elite: it is one of them, with the T - 1 best others.
+            s.ranked = tuple(pop[i] for i in order[: self.truncation + 1])
+            s.candidates = self._candidates(pop, order)
             s.phase = "validate"
             return metrics, False
-        self._accept_elite(pop[order[0]], float(fitness[order[0]]))
+        s.parents = tuple(pop[i] for i in order[: self.truncation])
+        s.elite, s.elite_score = pop[order[0]], float(fitness[order[0]])
         s.history.append(s.elite_score)
         return {**metrics, "elite_score": s.elite_score}, True
+
+    def _candidates(self, pop: Population, order: np.ndarray) -> tuple[SeedChain, ...]:
+        """Generation 1: the k best by training fitness; later: the previous elite and the
+        k - 1 (at least 1) best others, whatever the elite's own training episode scored."""
+        k, previous = self.elite_candidates, self.state.elite
+        if previous is None:
+            return tuple(pop[i] for i in order[:k])
+        others = [pop[i] for i in order if pop[i] != previous][: max(k - 1, 1)]
+        return (previous, *others)

@@ -102,6 +102,12 @@ class OpenAIES(Optimizer):
                           lambda device: PerturbationDecoder(self.noise, center, self.sigma,
                                                              device))
 
+    def test_population(self, episodes: int) -> Population:
+        center = self.state.center.clone()
+        return Population([Perturbation(0, 0)] * episodes, max(self.state.generation - 1, 0),
+                          "test", lambda device: PerturbationDecoder(
+                              self.noise, center, self.sigma, device), budgeted=False)
+
     def gradient(self, pop: Population, fitness: np.ndarray) -> torch.Tensor:
         """The ascent direction ``g`` of the paper for the members of ``pop``."""
         shaped = centered_ranks(fitness) if self.shaping == "centered_ranks" else fitness

@@ -77,6 +77,24 @@ def fan_in_std(output_layer: str, output_std: float = 0.1):
     return init_std
 
 
+def normc(spec, flat: torch.Tensor, output_layer: str = "out",
+          output_std: float = 0.01) -> torch.Tensor:
+    """OpenAI-ES's MuJoCo initialisation (``normc_initializer`` of openai/evolution-strategies-
+    starter, ``MujocoPolicy``) applied to ``flat``, raw standard-normal draws ``[D]`` laid out
+    by ``spec`` (a ``ParamSpec``): each unit's incoming weights scaled to norm 1 in the hidden
+    layers and to ``output_std`` in the output layer; biases zero. Returns a new vector."""
+    out = flat.clone()
+    for e in spec:
+        view = out[e.slice].view(e.shape)
+        if e.name.endswith("bias"):
+            view.zero_()
+            continue
+        rows = view.reshape(e.shape[0], -1)  # torch's [out, in]: one row per unit
+        rows.mul_((output_std if e.name.startswith(output_layer) else 1.0)
+                  / rows.norm(dim=1, keepdim=True))
+    return out
+
+
 @dataclass(frozen=True)
 class NetSpec:
     """A named architecture: how to build its template for an observation/action space."""

@@ -10,10 +10,11 @@ import time
 # A GA on CartPole: a generation takes a fraction of a second, results depend on the seed only.
 CARTPOLE = ["--env", "CartPole-v1", "--population", "10", "--device", "cpu",
             "--set", "net.hidden=16,16", "--set", "algo.elite_candidates=2",
-            "--set", "algo.validation_episodes=2", "--no-progress"]
+            "--set", "algo.validation_episodes=2", "--set", "algo.test_episodes=2",
+            "--no-progress"]
 DETERMINISTIC = ("generation", "frames", "episodes", "fitness_max", "fitness_mean",
                  "fitness_min", "elite_score", "center_score", "eval_frames", "sigma",
-                 "best_fitness")
+                 "best_fitness")  # a run's test rows depend on its budget: left out
 
 
 def neuroevo(*args, cwd, timeout=600):

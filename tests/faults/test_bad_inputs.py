@@ -25,6 +25,12 @@ CASES = [
     ([*RUN, "--frames", "-5"], "budget.frames must be >= 0"),
     ([*RUN, "--episode-cap", "-1"], "env.episode_cap must be >= 0 (0: no cap"),
     (["resume", "r", "--generations", "-2"], "--generations must be >= 0"),
+    # the test score
+    ([*RUN, "--set", "algo.test_episodes=-1"], "algo.test_episodes must be >= 0"),
+    ([*RUN, "--set", "algo.test_every=0"], "algo.test_every must be >= 1 (generations)"),
+    ([*RUN, "--set", "env.test_episode_cap=-3"], "env.test_episode_cap must be >= 0"),
+    (["play", "r", "--episode-cap", "0"], "--episode-cap must be >= 1"),
+    (["plot", "r", "-o", "x.png", "--y", "test_scor"], "unknown metric 'test_scor'"),
     # floats: inf and nan, anywhere
     ([*RUN, "--set", "algo.sigma=nan"], "algo.sigma must be a finite number"),
     ([*RUN, "--set", "algo.sigma=inf"], "finite"),

@@ -14,13 +14,16 @@ pytest.importorskip("gymnasium")  # a GPU machine may lack the simulators: see g
 pytest.importorskip("ale_py")
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-COMMON = dict(algo__elite_candidates=2, algo__validation_episodes=2, engine__device=DEVICE,
-              engine__workers=1)
+COMMON = dict(algo__elite_candidates=2, algo__validation_episodes=2, algo__test_episodes=2,
+              engine__device=DEVICE, engine__workers=1)
 CARTPOLE = dict(env__id="CartPole-v1", net__name="mlp", net__hidden="32,32",
-                algo__population=8, budget__generations=2, env__episode_cap=60, **COMMON)
+                algo__population=8, budget__generations=2, env__episode_cap=60,
+                env__test_episode_cap=60, **COMMON)
 PONG = dict(env__game="pong", net__name="small", algo__population=4, budget__generations=1,
-            env__episode_cap=6, **{**COMMON, "algo__elite_candidates": 1})  # interpreter: slow
-KEYS = ("fitness_max", "fitness_mean", "fitness_min", "elite_score", "frames", "episodes")
+            env__episode_cap=6, env__test_episode_cap=6,
+            **{**COMMON, "algo__elite_candidates": 1})  # interpreter: slow
+KEYS = ("fitness_max", "fitness_mean", "fitness_min", "elite_score", "frames", "episodes",
+        "test_score")
 
 
 @pytest.fixture
@@ -41,7 +44,7 @@ def history(monkeypatch, kernels: str, kw: dict, **layout):
     # On a GPU cuDNN's convolutions default to TF32, whose rounding can flip an argmax.
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     rows = train(algo__name="ga", **{**kw, **layout}).history
-    return [[r[k] for k in KEYS] for r in rows]
+    return [[r.get(k) for k in KEYS] for r in rows]
 
 
 @pytest.mark.parametrize("kw", [CARTPOLE, PONG], ids=["cartpole-mlp", "pong-small"])

@@ -58,8 +58,10 @@ def test_es_episodes_equal_a_naive_loop_over_gymnasium():
         seen.append(obs)
     seen = torch.cat(seen)  # every observation of every training episode (fraction 1.0)
     assert norm.count == pytest.approx(before["count"] + len(seen))
-    torch.testing.assert_close(norm.sum, before["sum"] + seen.sum(0), rtol=1e-9, atol=1e-6)
-    torch.testing.assert_close(norm.sumsq, before["sumsq"] + (seen**2).sum(0), rtol=1e-9,
+    # The batched simulator and gymnasium's agree to about 1e-8 relative in observations
+    # (fitness above: 1e-5), so their sums do too.
+    torch.testing.assert_close(norm.sum, before["sum"] + seen.sum(0), rtol=1e-7, atol=1e-6)
+    torch.testing.assert_close(norm.sumsq, before["sumsq"] + (seen**2).sum(0), rtol=1e-7,
                                atol=1e-6)
     center = built.optimizer.tell(result.fitness)
     assert not center["generation_done"]  # the centre's own episodes come next

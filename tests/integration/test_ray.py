@@ -14,7 +14,8 @@ pytestmark = pytest.mark.slow  # starts local Ray clusters
 ray = pytest.importorskip("ray")
 
 KEYS = ("generation", "frames", "episodes", "fitness_max", "fitness_mean", "fitness_min",
-        "elite_score", "center_score", "best_fitness")
+        "elite_score", "center_score", "best_fitness", "test_score", "test_score_std",
+        "test_frames")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -35,7 +36,8 @@ def run(backend, actors=0, **overrides):
 
 
 CARTPOLE = dict(algo__name="ga", env__id="CartPole-v1", algo__population=12, seed=4,
-                algo__elite_candidates=2, algo__validation_episodes=2, budget__generations=3)
+                algo__elite_candidates=2, algo__validation_episodes=2, budget__generations=3,
+                algo__test_episodes=3, algo__test_every=1)  # tests in actors too
 
 
 def test_cartpole_ga_equals_local_with_one_and_two_actors():
@@ -48,6 +50,7 @@ def test_cartpole_ga_equals_local_with_one_and_two_actors():
 
 def test_small_atari_run_equals_local():
     pong = dict(algo__name="ga", env__game="pong", algo__population=6, env__episode_cap=25,
+                env__test_episode_cap=25, algo__test_episodes=2,
                 algo__elite_candidates=2, algo__validation_episodes=2, budget__generations=2,
                 engine__slots=2)
     assert metrics(run("ray", 2, **pong)) == metrics(run("local", **pong))

@@ -13,10 +13,11 @@ pytestmark = pytest.mark.slow  # runs killed and resumed, each against a straigh
 
 TINY = ["--game", "pong", "--population", "6", "--episode-cap", "25", "--device", "cpu",
         "--set", "algo.elite_candidates=2", "--set", "algo.validation_episodes=2",
-        "--set", "engine.slots=2", "--no-progress"]
+        "--set", "engine.slots=2", "--set", "algo.test_episodes=2", "--set", "algo.test_every=1",
+        "--set", "env.test_episode_cap=25", "--no-progress"]
 DETERMINISTIC = ("generation", "frames", "episodes", "fitness_max", "fitness_mean",
                  "fitness_min", "elite_score", "center_score", "eval_frames", "sigma",
-                 "best_fitness")
+                 "best_fitness", "test_score", "test_score_std", "test_frames")
 
 
 def neuroevo(*args, cwd):
@@ -47,6 +48,7 @@ def test_resume_after_the_budget_equals_an_uninterrupted_run(tmp_path, straight)
     assert out.returncode == 0, out.stderr
     assert "resuming r after generation 1 (" in out.stdout and "cpu (reference, grouped)" in out.stdout
     assert rows(tmp_path / "r") == rows(straight)
+    assert all(r["test_frames"] for r in rows(straight))  # every generation tested
     assert "generations: 4" in (tmp_path / "r" / "config.yaml").read_text()  # the new budget
     assert (json.loads((tmp_path / "r" / "elite.json").read_text())["seeds"] ==
             json.loads((straight / "elite.json").read_text())["seeds"])
@@ -86,7 +88,7 @@ def straight_and_resumed(cwd, algo, args, stop, total):
 def test_resume_on_cartpole_equals_an_uninterrupted_run(tmp_path):
     cartpole = ["--env", "CartPole-v1", "--population", "10", "--device", "cpu",
                 "--set", "algo.elite_candidates=2", "--set", "algo.validation_episodes=2",
-                "--no-progress"]
+                "--set", "algo.test_episodes=2", "--set", "algo.test_every=1", "--no-progress"]
     straight_and_resumed(tmp_path, "ga", cartpole, stop=2, total=4)
     assert rows(tmp_path / "a")[-1]["fitness_max"] > rows(tmp_path / "a")[0]["fitness_mean"]
 
@@ -94,7 +96,8 @@ def test_resume_on_cartpole_equals_an_uninterrupted_run(tmp_path):
 def test_resume_es_on_mujoco_keeps_the_observation_statistics(tmp_path):
     hopper = ["--env", "Hopper-v5", "--population", "6", "--device", "cpu", "--set",
               "net.hidden=16,16", "--set", "env.obs_stats_fraction=0.5", "--set",
-              "algo.validation_episodes=2", "--no-progress"]
+              "algo.validation_episodes=2", "--set", "algo.test_episodes=2", "--set",
+              "algo.test_every=1", "--no-progress"]
     straight_and_resumed(tmp_path, "es", hopper, stop=1, total=3)
     from neuroevo.policy.export import load_policy
     saved = load_policy(str(tmp_path / "b" / "policy.safetensors"))

@@ -15,7 +15,9 @@ import yaml
 from neuroevo import SeedChain, train
 from neuroevo.config import Config
 
-TINY = dict(env__game="pong", env__episode_cap=25, net__name="small", algo__population=6,
+# Test phases of 2 episodes, cut at the training cap: short, and they still run.
+TINY = dict(env__game="pong", env__episode_cap=25, env__test_episode_cap=25,
+            algo__test_episodes=2, net__name="small", algo__population=6,
             algo__elite_candidates=2, algo__validation_episodes=2, engine__device="cpu",
             engine__subsets=2, engine__slots=2, budget__generations=2)
 
@@ -51,12 +53,20 @@ def cli(*args, cwd):
 def test_cli_run_writes_a_run_directory(tmp_path):
     out = cli("run", "ga", "--game", "pong", "--population", "6", "--generations", "2",
               "--episode-cap", "25", "--set", "algo.elite_candidates=2",
+              "--set", "env.test_episode_cap=25",
               "--set", "algo.validation_episodes=2", "--run-dir", "r", "--device", "cpu",
               cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("\ngen ") == 2
     rows = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert [r["generation"] for r in rows] == [0, 1]
+    # the test score after the last generation only (test_every 10), outside the budget
+    assert "test_score" not in rows[0] and rows[-1]["test_episodes"] == 10
+    assert "  test " in out.stdout.splitlines()[-1]
+    from neuroevo.plot import plot_runs  # plot --y: the sparse test-score series
+
+    plot_runs([str(tmp_path / "r")], str(tmp_path / "t.png"), "generations", y=["test_score"])
+    assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
     elite = json.loads((tmp_path / "r" / "elite.json").read_text())
     assert elite["score"] == rows[-1]["elite_score"]
     assert isinstance(SeedChain.from_json((tmp_path / "r" / "elite.json").read_text()), SeedChain)
@@ -74,7 +84,7 @@ def test_cli_run_writes_a_run_directory(tmp_path):
     logged = [(e.step, e.value) for e in events.Scalars("fitness_max")]
     assert logged == [(r["frames"], pytest.approx(r["fitness_max"])) for r in rows]
     from neuroevo.metrics import CSV_COLUMNS, SCALARS
-    assert set(events.Tags()["scalars"]) == {k for k in SCALARS if k in rows[0]}
+    assert set(events.Tags()["scalars"]) == {k for k in SCALARS if any(k in r for r in rows)}
     with open(tmp_path / "r" / "metrics.csv") as f:
         table = list(csv.DictReader(f))
     assert list(table[0]) == list(CSV_COLUMNS) and len(table) == len(rows)
@@ -163,7 +173,8 @@ def test_config_defaults_are_quick_cpu_settings():
 
 @pytest.mark.slow
 def test_bench_measures_the_run_that_run_builds(tmp_path):
-    flags = ["--net", "small", "--population", "4", "--episode-cap", "20", "--device", "cpu"]
+    flags = ["--net", "small", "--population", "4", "--episode-cap", "20", "--device", "cpu",
+             "--set", "env.test_episode_cap=20"]
     out = cli("bench", *flags, "--seconds", "0.3", "--rounds", "1", "--json", "b.json",
               "--set", "algo.validation_episodes=2", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -198,7 +209,7 @@ def test_cli_plot(tmp_path):
 def test_cli_play_scores_and_records_the_saved_policy(tmp_path, algo):
     candidates = [] if algo == "es" else ["--set", "algo.elite_candidates=2"]
     out = cli("run", algo, "--game", "pong", "--population", "6", "--generations", "1",
-              "--episode-cap", "40", *candidates,
+              "--episode-cap", "40", "--set", "env.test_episode_cap=40", *candidates,
               "--set", "algo.validation_episodes=2", "--run-dir", "r", "--device", "cpu",
               cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -256,6 +267,7 @@ def test_quick_cartpole_config_solves_cartpole(tmp_path):
 @pytest.mark.slow
 def test_several_driver_threads_give_the_same_run():
     kw = dict(algo__name="ga", env__game="pong", algo__population=9, env__episode_cap=30,
+              env__test_episode_cap=30,
               algo__elite_candidates=2, algo__validation_episodes=2, budget__generations=2,
               engine__device="cpu")
     keys = ("fitness_mean", "fitness_max", "elite_score", "frames", "episodes")

@@ -55,8 +55,7 @@ def test_generation_structure_selection_and_elite_carried_unmodified():
     assert pop.phase == "train" and all(len(g) == 0 for g in pop)  # random initialisations
     f = np.arange(12.0)[::-1].copy()  # member 0 best ... member 11 worst
     m = ga.tell(f)
-    assert not m["generation_done"] and ga.state.parents == tuple(pop[i] for i in range(3))
-    assert ga.state.best == pop[0] and ga.state.best_fitness == 11.0
+    assert not m["generation_done"] and ga.state.best == pop[0] and ga.state.best_fitness == 11.0
 
     val = ga.ask()
     assert val.phase == "validate" and val.generation == 0
@@ -65,6 +64,8 @@ def test_generation_structure_selection_and_elite_carried_unmodified():
     m = ga.tell([1.0, 1.0, 1.0, 5.0, 0.0, 4.0])
     assert m["generation_done"] and m["elite_score"] == 3.0 and ga.elite == pop[1]
     assert m["candidate_means"] == [1.0, 3.0]
+    # The parents: the elite, then the T - 1 = 2 best others by training fitness.
+    assert ga.state.parents == (pop[1], pop[0], pop[2])
 
     nxt = ga.ask()
     assert nxt.generation == 1 and nxt[0] == pop[1]  # the elite, unmodified
@@ -94,18 +95,52 @@ def test_same_seed_same_genomes_other_seed_other_genomes():
         a.tell(f), b.tell(f), c.tell(f)
 
 
-def test_random_search_keeps_the_best_ever():
-    rs = RandomSearch(5, population_size=4, elite_candidates=1, validation_episodes=2,
+def test_algorithm_1_an_elite_with_the_worst_training_episode_still_competes_and_breeds():
+    """Such et al. (v3) Algorithm 1 worked by hand: N = 6, T = 2, 3 candidates, 2 episodes."""
+    ga = GA(4, population_size=6, truncation=2, elite_candidates=3, validation_episodes=2,
+            seed=0, noise=NoiseTable.shared(7, 1 << 16))
+    g0 = ga.ask()
+    ga.tell([5.0, 1.0, 4.0, 0.0, 3.0, 2.0])
+    val = ga.ask()  # generation 1 of the paper: the 3 best by training fitness
+    assert val.genomes == [g0[0]] * 2 + [g0[2]] * 2 + [g0[4]] * 2
+    ga.tell([1.0, 1.0, 9.0, 9.0, 2.0, 2.0])
+    assert ga.elite == g0[2] and ga.state.elite_score == 9.0
+    assert ga.state.parents == (g0[2], g0[0])  # the elite and the best other (5.0)
+
+    g1 = ga.ask()
+    assert g1[0] == g0[2]  # carried unmodified as member 0
+    ga.tell([-100.0, 1.0, 2.0, 3.0, 4.0, 5.0])  # the elite's own episode is the worst
+    val = ga.ask()  # the previous elite, then the 2 best others
+    assert val.genomes == [g0[2]] * 2 + [g1[5]] * 2 + [g1[4]] * 2
+    ga.tell([7.0, 7.0, 6.0, 6.0, 0.0, 0.0])
+    assert ga.elite == g0[2] and ga.state.elite_score == 7.0  # re-scored, not 9.0 kept
+    assert ga.state.parents == (g0[2], g1[5])  # it still breeds, with the best other
+    assert {c.parent for c in ga.ask().genomes[1:]} <= {g0[2], g1[5]}
+
+    g2 = ga.ask()
+    ga.tell([-100.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    assert ga.ask().genomes == [g0[2]] * 2 + [g2[5]] * 2 + [g2[4]] * 2
+    ga.tell([0.0, 0.0, 8.0, 8.0, 1.0, 1.0])  # a child beats the previous elite
+    assert ga.elite == g2[5] and ga.state.elite_score == 8.0
+    assert ga.state.parents == (g2[5], g2[4])  # the old elite ranked last: no longer a parent
+
+
+def test_random_search_rescores_its_elite_every_generation():
+    rs = RandomSearch(5, population_size=4, elite_candidates=2, validation_episodes=2,
                       noise=NoiseTable.shared(7, 1 << 16))
-    first = rs.ask()[0]
-    rs.tell([5.0, 0.0, 0.0, 0.0])
-    assert rs.ask().genomes == [first, first]
-    rs.tell([10.0, 10.0])
-    assert rs.ask().phase == "train" and all(len(g) == 0 for g in rs.ask())
+    g0 = rs.ask()
+    assert all(len(g) == 0 for g in g0)  # fresh random networks
+    rs.tell([5.0, 0.0, 4.0, 0.0])
+    assert rs.ask().genomes == [g0[0]] * 2 + [g0[2]] * 2
+    rs.tell([10.0, 10.0, 1.0, 1.0])
+    g1 = rs.ask()
+    assert g1[0] == g0[0] and all(len(g) == 0 for g in g1)  # the elite, then fresh ones
+    assert not set(g1.genomes[1:]) & set(g0.genomes)
     rs.tell([0.0, 9.0, 0.0, 0.0])
-    rs.ask()
-    rs.tell([2.0, 2.0])  # worse than the elite found in generation 0
-    assert rs.elite == first and rs.state.elite_score == 10.0 and rs.state.history == [10.0, 10.0]
+    assert rs.ask().genomes == [g0[0]] * 2 + [g1[1]] * 2  # the old elite competes again
+    rs.tell([2.0, 2.0, 3.0, 3.0])  # re-scored lower than in generation 0
+    assert rs.elite == g1[1] and rs.state.elite_score == 3.0
+    assert rs.state.history == [10.0, 3.0]  # a fresh measurement, not the best ever
 
 
 def test_init_std_tensor_and_center():

@@ -13,9 +13,11 @@ CARTPOLE = dict(env__id="CartPole-v1", net__hidden="8", algo__population=6,
 def test_every_key_of_a_real_row_is_declared(algo):
     extra = {} if algo == "es" else {"algo__elite_candidates": 2}
     rows = train(algo__name=algo, **CARTPOLE, **extra).history
+    tests = {"test_score", "test_score_std", "test_episodes", "test_frames"}
     for row in rows:
         assert set(row) <= set(BY_NAME), set(row) - set(BY_NAME)
-        assert set(CSV_COLUMNS) - set(row) <= {"elite_score", "center_score"}
+        assert set(CSV_COLUMNS) - set(row) <= {"elite_score", "center_score", *tests}
+    assert tests <= set(rows[-1]) and not tests & set(rows[0])  # the last generation is tested
 
 
 def test_the_live_line_by_hand():
