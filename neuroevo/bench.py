@@ -26,7 +26,7 @@ import torch
 from torch.func import functional_call
 
 from neuroevo.build import Built, build
-from neuroevo.config import Config, override, to_dict
+from neuroevo.config import Config, apply_sets, override, to_dict
 from neuroevo.engine.pipeline import EvalResult, default_layout
 from neuroevo.errors import ConfigError, UnknownName, check_range
 from neuroevo.files import atomic_write
@@ -85,10 +85,7 @@ def run_config(b: BenchConfig) -> Config:
                        ("engine.slots", b.slots or 0), ("engine.env_threads", b.env_threads),
                        ("engine.workers", b.workers)):
         override(cfg, key, value)
-    for item in b.sets:
-        if "=" not in item:
-            raise ConfigError(f"--set takes key=value, got {item!r}")
-        override(cfg, *item.split("=", 1))
+    apply_sets(cfg, b.sets)
     if cfg.env.id or cfg.algo.name != "ga" or cfg.engine.backend != "local":
         raise ConfigError("neuroevo bench measures Deep GA on an Atari game in this process; "
                           "leave env.id, algo.name and engine.backend at their defaults")

@@ -270,7 +270,6 @@ class RunDir:
         atomic_write(self.file("metrics.csv"), out.getvalue())
 
 
-
 class Checkpoints(Callback):
     """The training driver's callback that checkpoints ``built`` (a ``neuroevo.build.Built``)
     into ``run_dir`` after every generation, with the files derived from the checkpoint."""

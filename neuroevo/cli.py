@@ -108,8 +108,7 @@ def _default_run_dir(cfg) -> str:
 def _run(args) -> int:
     from neuroevo.build import build_run
     from neuroevo.checkpoint import RunDir
-    from neuroevo.config import Config, load, override
-    from neuroevo.errors import ConfigError
+    from neuroevo.config import Config, apply_sets, load, override
     from neuroevo.loop import Budget, Totals
 
     cfg = load(args.config) if args.config else Config()
@@ -122,10 +121,7 @@ def _run(args) -> int:
                        ("engine.ray_actors", args.ray_actors)):
         if value is not None:
             override(cfg, key, value)
-    for item in args.set or []:
-        if "=" not in item:
-            raise ConfigError(f"--set takes key=value, got {item!r}")
-        override(cfg, *item.split("=", 1))
+    apply_sets(cfg, args.set or ())
     run_dir = RunDir(args.run_dir or _default_run_dir(cfg))
     existing = run_dir.holds_run()
     if existing and (args.resume or args.force):
@@ -389,8 +385,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plot(sub, fmt)
     _add_bench(sub, fmt)
     return parser
-
-
 
 
 def main(argv: list[str] | None = None) -> int:

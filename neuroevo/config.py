@@ -177,6 +177,14 @@ def override(cfg: Config, key: str, value) -> None:
     setattr(target, name, _coerce(key, value, hints[name]))
 
 
+def apply_sets(cfg: Config, items) -> None:
+    """Apply ``--set`` items, each ``key=value`` text (``override`` checks the key and type)."""
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set takes key=value, got {item!r}")
+        override(cfg, *item.split("=", 1))
+
+
 def to_dict(cfg: Config) -> dict:
     return dataclasses.asdict(cfg)
 

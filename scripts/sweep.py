@@ -33,7 +33,7 @@ import sys
 
 import numpy as np
 
-from neuroevo.config import Config, check, load, override
+from neuroevo.config import Config, apply_sets, check, load, override
 from neuroevo.errors import ConfigError, NeuroevoError
 from neuroevo.files import atomic_write
 from neuroevo.loop import Budget, Totals
@@ -88,8 +88,7 @@ def check_point(point: dict, fixed: list[str], algo: str, base: str | None) -> N
     runs."""
     cfg = load(base) if base else Config()
     override(cfg, "algo.name", algo)
-    for item in fixed:
-        override(cfg, *item.split("=", 1))
+    apply_sets(cfg, fixed)
     for key, value in point.items():
         override(cfg, key, value)  # unknown keys get UnknownName with suggestions there
     check(cfg)

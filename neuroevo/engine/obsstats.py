@@ -2,7 +2,7 @@
 
 A training episode feeds the statistics when its seed is in the sample (``sampled``: a
 function of the seed alone, paper: 1% of the episodes). Each member's sums are kept apart
-(``ObsStats.add``) and merged in member order (``merge``), so the normaliser gets the same
+(``add``) and merged in member order (``merge``), so the normaliser gets the same
 sums whatever the slots, subsets, worker threads or Ray actors that ran the episodes.
 """
 
