@@ -51,7 +51,7 @@ class EnvConfig(_Section):
     game: str = "breakout"  # ale-py ROM id (snake_case)
     id: str = ""  # a gymnasium env id (CartPole-v1, ...); when set, it is used instead of game
     sticky_actions: float = 0.0  # repeat-action probability (0.25 for the v5 protocol)
-    noop_max: int = 30  # random no-ops on reset
+    noop_max: int = 30  # random no-op frames on reset, after FIRE (neuroevo.envs.atari)
     frameskip: int = 4  # emulator frames per agent step
     episode_cap: int = 5000  # agent steps per training episode (paper: 5000)
     test_episode_cap: int = 0  # agent steps per test episode (0: the env's own limit, Atari:

@@ -4,9 +4,18 @@
 thread pool steps every env and ``send``/``recv`` release the GIL, so the driver thread
 computes another pool's forward pass meanwhile. Synchronous mode is what allows partial
 resets with a chosen seed (``batch_size == num_envs``). Protocol: sticky actions off (0.25
-optional), 1-30 random no-ops and FIRE on reset, max over the last 2 frames, grayscale
-84x84, stack of 4, frame skip 4, no reward clipping (fitness is the game score), no
-life-loss termination.
+optional), max over the last 2 frames, grayscale 84x84, stack of 4, frame skip 4, no reward
+clipping (fitness is the game score), no life-loss termination.
+
+Start states differ from the paper's. Such et al. (and Uber's code) play 1-30 random no-op
+frames and then FIRE. ale-py's reset (``preprocessed_env.cpp``, 0.12.1) presses FIRE first,
+where the game's action set has it, and then plays ``max(0, U(0, noop_max - 1) - 1)`` no-op
+frames: 0-28 for ``noop_max`` 30, none twice as often as any other count (games without
+FIRE: ``U(0, noop_max - 1)``, 0-29). The pool cannot replay the paper's order: single frames
+exist only inside that C++ reset, and ``send`` steps every env of the vector by whole agent
+steps. The order matters: with sticky actions off the emulator is deterministic, so a
+deterministic policy's episode is fixed by its start state, and breakout's 29 ale-py starts
+and the paper's 30 are different screens (``tests/integration/test_atari_start.py``).
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ class AtariConfig:
 
     game: str = "breakout"
     sticky_actions: float = 0.0  # 0.25 for the "v5" protocol of Machado et al.
-    noop_max: int = 30
+    noop_max: int = 30  # ale-py: FIRE, then U(0, noop_max - 1) - 1 no-op frames (module doc)
     frameskip: int = 4
     full_action_space: bool = False
     episode_cap: int | None = 5000  # agent steps; None: ale-py's 108,000 frames
