@@ -115,6 +115,7 @@ def _inference(built: Built, slots: int, probe):
     pop = built.optimizer.ask()
     for row in range(slots):
         store.load(row, pop.member_params(row % len(pop), built.device))
+        built.policy.prepare(store.layers, row)
     obs = torch.from_numpy(np.stack([probe.reset(np.ones(1, bool), [s])[0]
                                      for s in range(slots)])).to(built.device)
 

@@ -10,6 +10,7 @@ import torch
 from neuroevo.config import DEFAULT_GENERATIONS, Config, check, freeze, from_dict, thaw, to_dict
 from neuroevo.engine.parallel import make_evaluator
 from neuroevo.engine.pipeline import Evaluator, default_layout, resolve_device
+from neuroevo.envs.base import random_play
 from neuroevo.envs.spec import EnvSpec, env_spec
 from neuroevo.errors import CheckpointError, ConfigError, UnknownName
 from neuroevo.kernels import from_environment
@@ -18,6 +19,7 @@ from neuroevo.optim import OPTIMIZERS
 from neuroevo.policy.batched import BatchedPolicy
 from neuroevo.policy.nets import build_template, normc
 from neuroevo.policy.obsnorm import ObsNorm
+from neuroevo.policy.vbn import REFERENCE_SIZE
 
 
 @dataclass
@@ -39,6 +41,12 @@ class Built:
                 raise CheckpointError("the checkpoint has no observation statistics but the "
                                       "config asks for env.obs_norm; resume with its config")
             self.obs_norm.load_state_dict(state["obs_norm"])
+        if self.policy.vbn:
+            saved = state.get("vbn_reference")
+            if saved is None or not torch.equal(saved, self.policy.reference_batch.cpu()):
+                raise CheckpointError(
+                    "the checkpoint's VBN reference batch differs from the one this machine "
+                    "collects from the run seed (another ale-py?); resume where the run began")
 
 
 def resolve(cfg: Config) -> Config:
@@ -104,6 +112,16 @@ def _hidden(text: str) -> tuple[int, ...]:
     return sizes
 
 
+def reference_batch(env: EnvSpec, seed: int, device) -> torch.Tensor:
+    """VBN's reference batch: ``REFERENCE_SIZE`` frames of random play seeded by ``seed``."""
+    pool = env.make_pool(1, 1)
+    try:
+        frames = random_play(pool, env.action.n, seed, REFERENCE_SIZE)
+    finally:
+        pool.close()
+    return torch.from_numpy(frames).to(device)
+
+
 def build(cfg: Config, local: bool = True) -> Built:
     """The run's objects; ``local=False`` leaves ``evaluator`` None (no env pools here) for
     a distributed evaluator to take its place. ``Built.config`` is ``resolve(cfg)``."""
@@ -114,13 +132,15 @@ def build(cfg: Config, local: bool = True) -> Built:
         raise ConfigError(f"net {net!r} does not fit observations of shape {env.obs_shape}; "
                           f"use {'--net small or large' if env.image else '--net mlp'}")
     hidden = _hidden(cfg.net.hidden) if net == "mlp" else ()
-    template, spec = build_template(net, env.obs_shape, env.action.outputs, hidden or None)
+    template, spec = build_template(net, env.obs_shape, env.action.outputs, hidden or None,
+                                    vbn=cfg.net.vbn)
     a = env.action
     arch = {"net": net, "obs_shape": list(env.obs_shape), "num_outputs": a.outputs,
             "hidden": list(hidden), "discrete": a.discrete,
             "action_low": None if a.discrete else list(a.low),
-            "action_high": None if a.discrete else list(a.high)}
-    policy = BatchedPolicy(template.to(device), spec, from_environment(device))
+            "action_high": None if a.discrete else list(a.high), "vbn": cfg.net.vbn}
+    policy = BatchedPolicy(template.to(device), spec, from_environment(device),
+                           reference_batch(env, cfg.seed, device) if cfg.net.vbn else None)
     optimizer = make_optimizer(cfg, policy)
     if cfg.env.obs_norm == "on" and env.image:
         raise ConfigError("env.obs_norm=on needs vector observations, not images; use "

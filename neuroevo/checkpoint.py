@@ -203,19 +203,22 @@ class RunDir:
                                   "neuroevo run directory") from None
 
     # -- the checkpoint -------------------------------------------------------------------
-    def save(self, cfg: Config, optimizer, totals: Totals, history: list[dict], spec=None,
+    def save(self, cfg: Config, optimizer, totals: Totals, history: list[dict], policy=None,
              obs_norm=None, arch: dict | None = None) -> None:
-        """Checkpoint first, then the files derived from it (``spec``: the policy's layout;
-        ``obs_norm``: the shared observation normaliser; ``arch``: the exported net's)."""
+        """Checkpoint first, then the files derived from it (``policy``: the run's
+        ``BatchedPolicy``, its layout and VBN reference batch; ``obs_norm``: the shared
+        observation normaliser; ``arch``: the exported net's)."""
         ident = identity(cfg)
+        reference = None if policy is None else policy.reference_batch
         save_file(self.checkpoint, {
             "optimizer": optimizer.state_dict(), "totals": totals, "history": history,
             "obs_norm": None if obs_norm is None else obs_norm.state_dict(),
+            "vbn_reference": None if reference is None else reference.cpu(),
             "identity": ident}, meta={"format": STATE_FORMAT})
         self.write_metrics(history)
-        self.write_policy(optimizer, totals, spec, obs_norm, arch)
+        self.write_policy(optimizer, totals, policy, obs_norm, arch)
 
-    def write_policy(self, optimizer, totals: Totals, spec, obs_norm, arch) -> None:
+    def write_policy(self, optimizer, totals: Totals, policy, obs_norm, arch) -> None:
         """``elite.json`` and ``policy.safetensors`` from the optimizer's state."""
         elite = getattr(optimizer, "elite", None)
         if elite is not None:
@@ -225,9 +228,10 @@ class RunDir:
             params = optimizer.decoder().decode(elite)
         else:
             params = getattr(optimizer, "center", None)
-        if params is not None and spec is not None and arch is not None:
+        if params is not None and policy is not None and arch is not None:
             atomic_write(self.file("policy.safetensors"), policy_bytes(
-                spec.unflatten(params), arch, totals.generation - 1, obs_norm))
+                policy.spec.unflatten(params), arch, totals.generation - 1, obs_norm,
+                policy.reference_batch))
 
     def load(self, cfg: Config | None = None) -> dict:
         """The checkpoint's state; with ``cfg``, refused unless it defines the same run."""
@@ -279,5 +283,5 @@ class Checkpoints(Callback):
 
     def generation(self, row: dict, totals: Totals, history: list[dict]) -> None:
         b = self.built
-        self.run_dir.save(b.config, b.optimizer, totals, history, b.policy.spec, b.obs_norm,
+        self.run_dir.save(b.config, b.optimizer, totals, history, b.policy, b.obs_norm,
                           b.arch)

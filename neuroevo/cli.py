@@ -187,7 +187,7 @@ def _continue(run_dir, generations, frames, no_progress: bool, given=None) -> in
             if generations is not None or frames is not None:
                 run_dir.write_config(cfg)  # a later resume keeps the new budget
             run_dir.write_metrics(history)  # drop rows written after the checkpoint, if any
-            run_dir.write_policy(built.optimizer, totals, built.policy.spec, built.obs_norm,
+            run_dir.write_policy(built.optimizer, totals, built.policy, built.obs_norm,
                                  built.arch)
             run_dir.record_layout(_layout(built), totals.generation)
     except BaseException:

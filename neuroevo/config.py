@@ -67,6 +67,7 @@ class EnvConfig(_Section):
 class NetConfig(_Section):
     name: str = "auto"  # large (Nature DQN, 4M params) | small (1M) | mlp | auto
     hidden: str = "256,256"  # the MLP's hidden layer sizes
+    vbn: bool = False  # virtual batch normalisation in the image nets (OpenAI-ES on Atari)
 
 
 @dataclass
@@ -139,7 +140,7 @@ def keys(cfg=None, prefix: str = "") -> list[str]:
 
 
 def _coerce(key: str, text, hint):
-    """Parse ``text`` as the field's type (``int``, ``float``, ``str``, ``X | None``).
+    """Parse ``text`` as the field's type (``int``, ``float``, ``str``, ``bool``, ``X | None``).
 
     A YAML boolean is never a number or a name (``population: yes`` is an error, not 1), and
     floats must be finite.
@@ -148,6 +149,10 @@ def _coerce(key: str, text, hint):
     types = [a for a in args if a is not type(None)] if args else [hint]
     if args and (text is None or str(text).lower() == "none"):
         return None
+    if types == [bool]:
+        if isinstance(text, bool) or str(text).lower() in ("true", "false"):
+            return text if isinstance(text, bool) else str(text).lower() == "true"
+        raise ConfigError(f"{key} must be true or false, got {text!r}")
     names = " or ".join(t.__name__ for t in types)
     if isinstance(text, bool):
         raise ConfigError(f"{key} must be {names}, got the boolean {text!r}; write a "
@@ -323,6 +328,9 @@ def unused(cfg: Config) -> list[tuple[str, str]]:
         out.append(("env.action_noise", "Atari actions are discrete"))
     if cfg.net.name in ("large", "small") and cfg.net.hidden != d.net.hidden:
         out.append(("net.hidden", f"it sizes the mlp net, and net.name={cfg.net.name!r}"))
+    if cfg.net.vbn and cfg.net.name == "mlp":
+        out.append(("net.vbn", "virtual batch normalisation is for the image nets (small, "
+                               "large), and net.name='mlp'"))
     if cfg.engine.backend != "ray":
         out += [(f"engine.{k}", "it is used only with --backend ray") for k in sorted(RAY_KEYS)
                 if getattr(cfg.engine, k) != getattr(d.engine, k)]

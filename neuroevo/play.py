@@ -97,7 +97,7 @@ def record(built, params: torch.Tensor, seed: int, path: str, cap: int | None) -
     pool, atari = built.env.make_pool(1), built.env.kind == "atari"
     # Two identical rows, built once: a batch of one would take other kernels (see
     # BatchedPolicy.forward) and copy the weights every step.
-    layers = {k: torch.stack([v, v]) for k, v in built.policy.spec.unflatten(params).items()}
+    layers = built.policy.slot_layers(torch.stack([params, params]))
     normalize = built.obs_norm.frozen(params.device) if built.obs_norm is not None else None
     camera = None if atari else _Camera(pool)
 

@@ -229,6 +229,7 @@ class Evaluator:
                 sub.params.load_perturbed(row, *parts)
             else:
                 sub.params.load(row, run.pop.member_params(member, self.device))
+            self.policy.prepare(sub.params.layers, row)
             run.clock.add("decode", t, run.clock.mark())
             mask[env] = True
             seed = episode_seed(self.seed, run.pop.generation, run.pop.phase, member)

@@ -79,3 +79,24 @@ class PoolBase:
 
     def _recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
+
+
+def random_play(pool: Pool, num_actions: int, seed: int, size: int) -> np.ndarray:
+    """``[size, *obs]``: the observation after each step of uniformly random play in env 0
+    of ``pool``, a new episode whenever one ends, as OpenAI's and Uber's ES collect the
+    reference batch of virtual batch normalisation (``get_ref_batch``). Actions and episode
+    seeds come from ``seed`` alone."""
+    rng = np.random.default_rng([seed, 0x5642])  # a stream of its own ("VB")
+    one = np.zeros(pool.num_envs, dtype=bool)
+    one[0] = True
+    pool.reset(one, rng.integers(0, 2**31, 1))
+    out = []
+    while len(out) < size:
+        actions = np.zeros(pool.num_envs, dtype=np.int32)
+        actions[0] = rng.integers(num_actions)
+        pool.send(actions)
+        obs, _, done = pool.recv()
+        out.append(obs[0].copy())
+        if done[0]:
+            pool.reset(one, rng.integers(0, 2**31, 1))
+    return np.stack(out)

@@ -4,7 +4,9 @@
 ``forward`` computes the same thing layer by layer, one operation per layer over the whole
 population (a grouped convolution or im2col patches through the indexed matmul, a batched
 matmul or the indexed matmul kernel), reading every network's weights in place from a
-per-slot layout (``SlotParams``). It is tested equal to ``reference``.
+per-slot layout (``SlotParams``). It is tested equal to ``reference``. What a slot derives
+from its member's parameters when it takes them (``prepare``: virtual batch normalisation's
+moments, folded into the weights) is computed once per episode, not per step.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from torch.func import functional_call, vmap
 from neuroevo.kernels import REFERENCE, Kernels, indexed_matmul, perturb_into
 from neuroevo.policy.nets import MLP, AtariNet, same_pad
 from neuroevo.policy.spec import ParamSpec
+from neuroevo.policy.vbn import fold, moments
 
 
 class SlotParams:
@@ -94,17 +97,38 @@ class BatchedPolicy:
     """Forward passes of a population of networks that share a template, through ``kernels``
     (``neuroevo.kernels.select(device)``; the pure-torch reference by default)."""
 
-    def __init__(self, template: nn.Module, spec: ParamSpec, kernels: Kernels = REFERENCE):
+    def __init__(self, template: nn.Module, spec: ParamSpec, kernels: Kernels = REFERENCE,
+                 reference_batch: torch.Tensor | None = None):
         self.template, self.spec, self.kernels = template, spec, kernels
+        self.vbn = bool(getattr(template, "vbn", False))
+        if self.vbn and reference_batch is None:
+            raise ValueError("a VBN net needs its reference batch (neuroevo.policy.vbn)")
+        self.reference_batch = reference_batch  # [B, *obs] on the template's device
         self._ref = vmap(lambda p, x: functional_call(template, p, (x.unsqueeze(0),))[0])
 
     @property
     def num_params(self) -> int:
         return self.spec.num_params
 
+    def prepare(self, layers: dict[str, torch.Tensor], row: int) -> None:
+        """After a member's parameters were loaded into ``row`` of ``layers`` (``{name:
+        [rows, *shape]}``, ``SlotParams.layers``): what the slot derives from them. With
+        VBN, its moments over the reference batch, folded into the row's weights."""
+        if self.vbn:
+            fold(self.template, {k: v[row] for k, v in layers.items()}, self.reference_batch)
+
     @torch.no_grad()
     def reference(self, params: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         """``[P, D]`` flat parameters and ``[P, ...]`` observations -> ``[P, A]`` outputs."""
+        if self.vbn:  # the template's own VBN path, one network at a time
+            out = []
+            for p, x in zip(params, obs, strict=True):
+                w = self.spec.unflatten(p)
+                found = moments(self.template, w, self.reference_batch)
+                buffers = {f"vbn_{kind}_{k}": t for k, m in enumerate(found)
+                           for kind, t in zip(("mean", "inv"), m, strict=True)}
+                out.append(functional_call(self.template, {**w, **buffers}, (x[None],))[0])
+            return torch.stack(out)
         return self._ref(self.spec.unflatten(params), obs)
 
     @torch.no_grad()
@@ -138,6 +162,16 @@ class BatchedPolicy:
             return False
         return not isinstance(self.template, AtariNet) or self.kernels.conv == "im2col"
 
+    def slot_layers(self, params: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``[P, D]`` flat parameters as ``forward`` takes them: ``spec.unflatten`` views, or,
+        with VBN, a prepared copy (``prepare``)."""
+        layers = self.spec.unflatten(params)
+        if self.vbn:
+            layers = {k: v.clone() for k, v in layers.items()}
+            for row in range(params.shape[0]):
+                self.prepare(layers, row)
+        return layers
+
     def __call__(self, params: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         """Flat ``[P, D]`` parameters -> ``[P, A]`` outputs through the fast path."""
-        return self.forward(self.spec.unflatten(params), obs)
+        return self.forward(self.slot_layers(params), obs)

@@ -27,11 +27,14 @@ FORMAT = "neuroevo.policy/1"
 
 
 def policy_bytes(params: dict[str, torch.Tensor], arch: dict, generation: int,
-                 obs_norm=None) -> bytes:
-    """The file's bytes: ``params`` by name, ``arch`` (see ``Built.arch``), the normaliser."""
+                 obs_norm=None, reference_batch: torch.Tensor | None = None) -> bytes:
+    """The file's bytes: ``params`` by name, ``arch`` (see ``Built.arch``), the normaliser,
+    VBN's reference batch."""
     from safetensors.torch import save
 
     tensors = {k: v.detach().cpu().contiguous().clone() for k, v in params.items()}
+    if reference_batch is not None:
+        tensors["vbn.reference_batch"] = reference_batch.cpu().contiguous()
     meta = {"format": FORMAT, "arch": json.dumps(arch), "generation": str(generation)}
     if obs_norm is not None:
         tensors["obs_norm.mean"] = obs_norm.mean.float().contiguous()
@@ -72,9 +75,14 @@ def load_policy(path: str) -> SavedPolicy:
     try:
         arch = json.loads(meta["arch"])
         net, _ = build_template(arch["net"], tuple(arch["obs_shape"]), arch["num_outputs"],
-                                tuple(arch["hidden"]) or None)
+                                tuple(arch["hidden"]) or None, vbn=arch.get("vbn", False))
         mean, std = tensors.pop("obs_norm.mean", None), tensors.pop("obs_norm.std", None)
+        reference = tensors.pop("vbn.reference_batch", None)
         net.load_state_dict(tensors)
+        if getattr(net, "vbn", False):
+            if reference is None:
+                raise KeyError("vbn.reference_batch")
+            net.calibrate(reference)
         clip = float(meta.get("obs_norm_clip", "5.0"))
     except (KeyError, ValueError, TypeError, RuntimeError) as e:
         raise CheckpointError(f"{path} does not describe a neuroevo policy ({e})") from None

@@ -16,8 +16,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from neuroevo.errors import UnknownName
+from neuroevo.errors import ConfigError, UnknownName
 from neuroevo.policy.spec import ParamSpec
+
+VBN_EPS = 1e-3  # Uber's ModelVirtualBN: 1 / sqrt(var + 1e-3)
 
 
 def same_pad(x: torch.Tensor, kernel: int, stride: int) -> torch.Tensor:
@@ -29,10 +31,14 @@ def same_pad(x: torch.Tensor, kernel: int, stride: int) -> torch.Tensor:
 
 
 class AtariNet(nn.Module):
-    """Conv stack with SAME padding + one hidden dense layer; input uint8 ``[4, 84, 84]``."""
+    """Conv stack with SAME padding + one hidden dense layer; input uint8 ``[4, 84, 84]``.
+
+    ``vbn``: virtual batch normalisation after each hidden layer (``neuroevo.policy.vbn``):
+    a hidden layer's ``bias`` is then added after the normalisation, whose moments are the
+    buffers ``vbn_mean_k`` / ``vbn_inv_k`` (set by ``calibrate``)."""
 
     def __init__(self, convs: tuple[tuple[int, int, int], ...], hidden: int, num_actions: int,
-                 in_channels: int = 4, size: int = 84):
+                 in_channels: int = 4, size: int = 84, vbn: bool = False):
         super().__init__()
         self.kernels = [(k, s) for _, k, s in convs]
         layers, c = [], in_channels
@@ -42,12 +48,45 @@ class AtariNet(nn.Module):
         self.convs = nn.ModuleList(layers)
         self.fc = nn.Linear(c * size * size, hidden)
         self.out = nn.Linear(hidden, num_actions)
+        self.vbn = vbn
+        self.normalised = [f"convs.{i}" for i in range(len(convs))] + ["fc"] if vbn else []
+        if vbn:
+            for k, width in enumerate([o for o, _, _ in convs] + [hidden]):
+                self.register_buffer(f"vbn_mean_{k}", torch.zeros(width), persistent=False)
+                self.register_buffer(f"vbn_inv_{k}", torch.ones(width), persistent=False)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: torch.Tensor, calibrate: bool = False):
+        """Outputs ``[B, A]``; with ``calibrate`` (VBN), ``obs`` is the reference batch, each
+        hidden layer is normalised by its own moments over it, and those moments are
+        returned instead: ``[(mean, inv_std), ...]`` per hidden layer."""
+        found = [] if calibrate else None
         x = obs.float() / 255.0
-        for conv, (k, s) in zip(self.convs, self.kernels, strict=True):
-            x = F.relu(conv(same_pad(x, k, s)))
-        return self.out(F.relu(self.fc(x.flatten(-3))))
+        for i, (conv, (k, s)) in enumerate(zip(self.convs, self.kernels, strict=True)):
+            x = same_pad(x, k, s)
+            x = F.relu(conv(x) if not self.vbn else
+                       self._normalise(i, F.conv2d(x, conv.weight, stride=s), conv.bias, found))
+        x = x.flatten(-3)
+        x = F.relu(self.fc(x) if not self.vbn else
+                   self._normalise(len(self.convs), F.linear(x, self.fc.weight), self.fc.bias,
+                                   found))
+        return found if calibrate else self.out(x)
+
+    def _normalise(self, k: int, y: torch.Tensor, bias: torch.Tensor, found: list | None):
+        shape = (-1, 1, 1) if y.dim() == 4 else (-1,)  # per channel of [B, C, H, W] or [B, C]
+        if found is not None:
+            dims = [0, 2, 3] if y.dim() == 4 else [0]
+            mean = y.mean(dims)
+            found.append((mean, torch.rsqrt(y.var(dims, unbiased=False) + VBN_EPS)))
+        mean, inv = found[-1] if found is not None else (getattr(self, f"vbn_mean_{k}"),
+                                                         getattr(self, f"vbn_inv_{k}"))
+        return (y - mean.view(shape)) * inv.view(shape) + bias.view(shape)
+
+    @torch.no_grad()
+    def calibrate(self, batch: torch.Tensor) -> None:
+        """Set the VBN moments from a reference batch through this module's own weights."""
+        for k, (mean, inv) in enumerate(self(batch, calibrate=True)):
+            getattr(self, f"vbn_mean_{k}").copy_(mean)
+            getattr(self, f"vbn_inv_{k}").copy_(inv)
 
 
 class MLP(nn.Module):
@@ -113,14 +152,21 @@ NETS = {
 
 
 def build_template(net: str, obs_shape: tuple[int, ...], num_outputs: int,
-                   hidden: tuple[int, ...] | None = None) -> tuple[nn.Module, ParamSpec]:
-    """``(template, spec)`` for a named net; ``hidden`` overrides the MLP's layer sizes."""
+                   hidden: tuple[int, ...] | None = None, vbn: bool = False,
+                   ) -> tuple[nn.Module, ParamSpec]:
+    """``(template, spec)`` for a named net; ``hidden`` overrides the MLP's layer sizes;
+    ``vbn`` adds virtual batch normalisation to an Atari net (its output layer then starts
+    at std 1.0 / sqrt(fan_in), as Uber's ``ModelVirtualBN``, not 0.1)."""
     if net not in NETS:
         raise UnknownName("network", net, NETS)
     ns = NETS[net]
+    if vbn and ns.kind != "atari":
+        raise ConfigError(f"net.vbn needs an image net (small or large), not {net!r}; "
+                          "use --set net.vbn=false")
     if ns.kind == "atari":
-        module = AtariNet(ns.convs, ns.hidden[0], num_outputs, obs_shape[0], obs_shape[-1])
+        module = AtariNet(ns.convs, ns.hidden[0], num_outputs, obs_shape[0], obs_shape[-1],
+                          vbn=vbn)
     else:
         module = MLP(math.prod(obs_shape), tuple(hidden or ns.hidden), num_outputs)
     module.requires_grad_(False)
-    return module, ParamSpec.from_module(module, fan_in_std("out"))
+    return module, ParamSpec.from_module(module, fan_in_std("out", 1.0 if vbn else 0.1))

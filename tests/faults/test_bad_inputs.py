@@ -30,6 +30,9 @@ CASES = [
     ([*RUN, "--set", "algo.test_every=0"], "algo.test_every must be >= 1 (generations)"),
     ([*RUN, "--set", "env.test_episode_cap=-3"], "env.test_episode_cap must be >= 0"),
     (["play", "r", "--episode-cap", "0"], "--episode-cap must be >= 1"),
+    # virtual batch normalisation: image nets only, and a real boolean
+    ([*RUN, "--set", "net.vbn=true"], "net.vbn is set but not used: virtual batch"),
+    (["run", "es", "--game", "pong", "--set", "net.vbn=yes"], "net.vbn must be true or false"),
     (["plot", "r", "-o", "x.png", "--y", "test_scor"], "unknown metric 'test_scor'"),
     # floats: inf and nan, anywhere
     ([*RUN, "--set", "algo.sigma=nan"], "algo.sigma must be a finite number"),

@@ -5,11 +5,12 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from neuroevo import GA, NoiseTable
+from neuroevo import GA, NoiseTable, OpenAIES
 from neuroevo.config import EnvConfig
 from neuroevo.engine import Evaluator
 from neuroevo.engine.slots import episode_seed
 from neuroevo.envs.atari import AtariConfig, AtariPool
+from neuroevo.envs.base import random_play
 from neuroevo.envs.spec import env_spec
 from neuroevo.errors import StateError, UnknownName
 from neuroevo.policy.batched import BatchedPolicy
@@ -29,20 +30,26 @@ def setup(request):
     return env, template, spec, ga.ask()
 
 
-def naive_episode(config, template, spec, params, seed):
-    """One network, one fresh env, batch of 1, a plain loop: the reference fitness."""
+def naive_episode(config, net, seed):
+    """One network (``net``: observations -> outputs), one fresh env, batch of 1, a plain
+    loop: the reference fitness."""
     env = AtariPool(config.atari, 1, num_threads=1)
     obs = env.reset(np.ones(1, bool), [seed])
-    total, steps, weights = 0.0, 0, spec.unflatten(params)
+    total, steps = 0.0, 0
     while True:
         with torch.no_grad():
-            out = functional_call(template, weights, (torch.from_numpy(obs),))
+            out = net(torch.from_numpy(obs))
         env.send(out.argmax(1).numpy().astype(np.int32))
         obs, reward, done = env.recv()
         total, steps = total + float(reward[0]), steps + 1
         if done[0] or steps >= CAP:
             env.close()
             return total, steps
+
+
+def plain(template, spec, params):
+    weights = spec.unflatten(params)
+    return lambda obs: functional_call(template, weights, (obs,))
 
 
 def evaluate(setup, subsets, slots, threads, async_resets=False):
@@ -102,7 +109,7 @@ def test_engine_equals_a_naive_loop_and_refills_slots(setup):
     result = evaluate(setup, subsets=2, slots=2, threads=2)  # 7 members through 4 slots
     for i in range(len(pop)):
         seed = episode_seed(5, pop.generation, pop.phase, i)
-        ret, steps = naive_episode(config, template, spec, pop.member_params(i), seed)
+        ret, steps = naive_episode(config, plain(template, spec, pop.member_params(i)), seed)
         assert (result.fitness[i], result.steps[i]) == (ret, steps), i
     assert result.frames == 4 * result.steps.sum() and result.steps.max() <= CAP
     assert result.fitness.any() or result.steps.min() < CAP  # the comparison is not vacuous
@@ -117,3 +124,36 @@ def test_fitness_does_not_depend_on_subsets_slots_or_threads(setup):
     d = evaluate(setup, subsets=2, slots=3, threads=2, async_resets=True)
     for other in (b, c, d):
         assert np.array_equal(a.fitness, other.fitness) and np.array_equal(a.steps, other.steps)
+
+
+def test_vbn_engine_equals_a_naive_loop_in_any_layout():
+    """OpenAI-ES's small net with virtual batch normalisation: each slot's folded moments
+    give the fitness of the template's own VBN forward, one network at a time, and the same
+    fitness whatever the layout."""
+    env = env_spec(EnvConfig(game="breakout", episode_cap=CAP))
+    template, spec = build_template("small", env.obs_shape, env.action.outputs, vbn=True)
+    pool = env.make_pool(1, 1)
+    batch = torch.from_numpy(random_play(pool, env.action.n, 0, 128))
+    pool.close()
+    policy = BatchedPolicy(template, spec, reference_batch=batch)
+    center = torch.randn(spec.num_params, generator=torch.Generator().manual_seed(0))
+    pop = OpenAIES(center=center * spec.init_std(), population_size=6, seed=2,
+                   noise=NoiseTable.shared(size=1 << 25)).ask()
+    results = []
+    for subsets, slots, threads in ((1, 6, 1), (2, 2, 2)):
+        torch.set_num_threads(threads)
+        try:
+            ev = Evaluator(policy, env, subsets=subsets, slots=slots, threads=threads,
+                           device="cpu", seed=5)
+            results.append(ev.evaluate(pop))
+            ev.close()
+        finally:
+            torch.set_num_threads(2)
+    a, b = results
+    assert np.array_equal(a.fitness, b.fitness) and np.array_equal(a.steps, b.steps)
+    for i in range(len(pop)):
+        p = pop.member_params(i)[None]
+        seed = episode_seed(5, pop.generation, pop.phase, i)
+        assert naive_episode(env, lambda obs, p=p: policy.reference(p, obs), seed) == \
+            (a.fitness[i], a.steps[i]), i
+    assert a.fitness.any() or a.steps.min() < CAP  # the comparison is not vacuous

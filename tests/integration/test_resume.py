@@ -104,6 +104,31 @@ def test_resume_es_on_mujoco_keeps_the_observation_statistics(tmp_path):
     assert saved.mean.shape == (11,) and saved.clip == 5.0 and not saved.arch["discrete"]
 
 
+def test_resume_es_with_vbn_on_atari_equals_an_uninterrupted_run(tmp_path):
+    """OpenAI-ES on Atari (small net with virtual batch normalisation), test phases on: the
+    checkpoint and the exported policy carry the reference batch, and a resume whose batch
+    differs is refused."""
+    args = ["--game", "pong", "--population", "4", "--episode-cap", "25", "--device", "cpu",
+            "--set", "net.vbn=true", "--set", "algo.validation_episodes=1", "--set",
+            "algo.test_episodes=2", "--set", "algo.test_every=1", "--set",
+            "env.test_episode_cap=25", "--set", "engine.slots=2", "--no-progress"]
+    straight_and_resumed(tmp_path, "es", args, stop=1, total=3)
+    assert all(r["test_frames"] for r in rows(tmp_path / "b"))
+    from neuroevo.checkpoint import RunDir
+    from neuroevo.policy.export import load_policy
+    from neuroevo.serial import read_file, save_file
+
+    saved = load_policy(str(tmp_path / "b" / "policy.safetensors"))
+    assert saved.net.vbn and saved.net.vbn_inv_2.shape == (256,)
+    state = RunDir(str(tmp_path / "b")).load()
+    assert state["vbn_reference"].shape == (128, 4, 84, 84)
+    meta, _ = read_file(RunDir(str(tmp_path / "b")).checkpoint)
+    state["vbn_reference"] = state["vbn_reference"] // 2  # as if collected by another ale-py
+    save_file(RunDir(str(tmp_path / "b")).checkpoint, state, meta=meta)
+    out = neuroevo("resume", "b", "--generations", "4", cwd=tmp_path)
+    assert out.returncode == 2 and "VBN reference batch differs" in out.stderr
+
+
 def test_resume_of_a_run_stopped_before_its_first_checkpoint_starts_it_again(tmp_path):
     from neuroevo.checkpoint import RunDir
     from neuroevo.config import Config
