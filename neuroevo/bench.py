@@ -4,9 +4,10 @@
   and threads as the engine;
 - ``inference_only_fps``: the batched forward pass alone, as frames/s (x frameskip);
 - ``naive_fps``: one network at a time, batch of 1, one env, a plain sequential loop;
-- ``engine_fps``: the pipelined evaluator end to end: whole Deep GA generations (training
-  and elite-validation phases) of the run ``neuroevo run ga`` builds from the same flags
-  (``run_config``; ``--set`` changes any key of it);
+- ``engine_fps``: the pipelined evaluator end to end: whole generations of the run that
+  ``neuroevo run`` builds from the same flags (``run_config``; ``--set`` changes any key of
+  it): Deep GA on an Atari game (training and elite-validation phases), OpenAI-ES on a
+  gymnasium id (``--env``: training and centre phases; frames are env steps);
 - ``bound_fps``: min(sim, inference) when inference runs on a GPU, and
   1 / (1/sim + 1/inference) when both share the CPU cores;
 - ``efficiency = engine / bound`` and ``speedup_vs_naive = engine / naive``.
@@ -31,12 +32,14 @@ from neuroevo.engine.pipeline import EvalResult, default_layout
 from neuroevo.errors import ConfigError, UnknownName, check_range
 from neuroevo.files import atomic_write
 from neuroevo.policy.batched import SlotParams
+from neuroevo.policy.heads import to_actions
 
 
 @dataclass
 class BenchConfig:
     game: str = "breakout"
-    net: str = "large"
+    env: str = ""  # a gymnasium id (MuJoCo tasks included): ES on it instead of GA on ``game``
+    net: str = ""  # "": large for a game, mlp (256-256, the paper's) for an id
     population: int = 64
     seconds: float = 20.0  # per measurement and round
     rounds: int = 2  # interleaved repetitions; each figure is its best round
@@ -71,25 +74,39 @@ def check_bench(cfg: BenchConfig) -> None:
             ("--episode-cap", cfg.episode_cap, cfg.episode_cap >= 1, ">= 1"),
             ("--seed", cfg.seed, cfg.seed >= 0, ">= 0")):
         check_range(name, value, ok, allowed)
-    if cfg.net not in ("large", "small"):
-        raise UnknownName("network for an Atari bench", cfg.net, ("large", "small"))
+    nets = ("large", "small", "mlp") if cfg.env else ("large", "small")
+    if cfg.net and cfg.net not in nets:
+        raise UnknownName("network for a gymnasium bench" if cfg.env else
+                          "network for an Atari bench", cfg.net, nets)
 
 
 def run_config(b: BenchConfig) -> Config:
-    """The run the bench measures: ``neuroevo run ga`` with the bench's flags, so the engine
-    figure is that of a run with every default (truncation, elite validation) of ``run``."""
+    """The run the bench measures: ``neuroevo run ga`` on ``game``, or ``neuroevo run es`` on
+    ``env``, with the bench's flags, so the engine figure is that of a run with every default
+    (truncation, elite validation, centre episodes, observation normalisation) of ``run``."""
     cfg = Config(seed=b.seed)
-    for key, value in (("env.game", b.game), ("env.episode_cap", b.episode_cap),
-                       ("net.name", b.net), ("algo.population", b.population),
+    net = b.net or ("mlp" if b.env else "large")
+    where = (("algo.name", "es"), ("env.id", b.env)) if b.env else (("env.game", b.game),)
+    for key, value in (*where, ("env.episode_cap", b.episode_cap),
+                       ("net.name", net), ("algo.population", b.population),
                        ("engine.device", b.device), ("engine.subsets", b.subsets or 0),
                        ("engine.slots", b.slots or 0), ("engine.env_threads", b.env_threads),
                        ("engine.workers", b.workers)):
         override(cfg, key, value)
     apply_sets(cfg, b.sets)
-    if cfg.env.id or cfg.algo.name != "ga" or cfg.engine.backend != "local":
-        raise ConfigError("neuroevo bench measures Deep GA on an Atari game in this process; "
-                          "leave env.id, algo.name and engine.backend at their defaults")
+    if cfg.env.id != b.env or cfg.algo.name != ("es" if b.env else "ga") or \
+            cfg.engine.backend != "local":
+        raise ConfigError("neuroevo bench measures Deep GA on --game or OpenAI-ES on --env in "
+                          "this process; leave env.id, algo.name and engine.backend to it")
     return cfg
+
+
+def random_actions(space, n: int, rng) -> np.ndarray:
+    """``n`` uniformly random actions of ``space`` as the pools take them."""
+    if space.discrete:
+        return rng.integers(0, space.n, n).astype(np.int32)
+    low, high = space.bounds()
+    return rng.uniform(low, high, (n, len(low))).astype(np.float32)
 
 
 def _sim(built: Built, subsets: int, slots: int, threads: int, rng):
@@ -101,9 +118,12 @@ def _sim(built: Built, subsets: int, slots: int, threads: int, rng):
 
     def step() -> int:
         for p in pools:  # all pools step at once, as in the engine
-            p.send(rng.integers(0, env.action.n, slots).astype(np.int32))
+            p.send(random_actions(env.action, slots, rng))
         for p in pools:
-            p.recv()
+            _, _, done = p.recv()
+            if env.kind != "atari" and done.any():  # stepped again only after a reset (ale-py
+                # resets on its own, without the seeded ROM reload)
+                p.reset(done, rng.integers(0, 2**31, int(done.sum())))
         return subsets * slots * env.frameskip
 
     return step, pools
@@ -133,12 +153,13 @@ def _naive(built: Built, probe, episode_cap: int):
     net = built.policy.template
     weights = built.policy.spec.unflatten(built.optimizer.ask().member_params(0, device))
     state = {"obs": probe.reset(np.ones(1, bool), [0]), "steps": 0}
+    normalize = built.obs_norm.frozen(device) if built.obs_norm is not None else None
 
     def step() -> int:
         x = torch.from_numpy(state["obs"]).to(device)
         with torch.no_grad():
-            action = functional_call(net, weights, (x,)).argmax(1).cpu().numpy()
-        probe.send(action.astype(np.int32))
+            out = functional_call(net, weights, (x if normalize is None else normalize(x),))
+        probe.send(to_actions(out, built.env.action))
         state["obs"], _, done = probe.recv()
         state["steps"] += 1
         if done[0] or state["steps"] >= episode_cap:
@@ -174,9 +195,11 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     check_bench(cfg)
     built = build(run_config(cfg))  # the engine, policy and optimizer as `neuroevo run` has them
     device, spec = built.device, built.policy.spec
-    subsets, slots = default_layout(cfg.population, device)
+    subsets, slots = default_layout(cfg.population, device, built.env.kind)
     subsets, slots = cfg.subsets or subsets, cfg.slots or slots
     result = {"config": asdict(cfg), "run_config": to_dict(built.config), "device": str(device),
+              "net": built.config.net.name if built.config.net.name != "mlp" else
+              f"mlp {built.config.net.hidden}",
               "kernels": f"{built.policy.kernels.backend}+{built.policy.kernels.conv}",
               "subsets": subsets, "slots": slots, "num_params": spec.num_params,
               "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
@@ -224,11 +247,13 @@ def format_table(r: dict) -> str:
     rows = [("sim_only_fps", r["sim_only_fps"]), ("inference_only_fps", r["inference_only_fps"]),
             ("naive_fps", r["naive_fps"]), ("engine_fps", r["engine_fps"]),
             ("bound_fps", r["bound_fps"])]
-    lines = [f"{r['config']['game']} / {r['config']['net']} net ({r['num_params']:,} params), "
+    c = r["config"]
+    unit = "steps/s" if c["env"] else "frames/s"
+    lines = [f"{c['env'] or c['game']} / {r['net']} net ({r['num_params']:,} params), "
              f"population {r['config']['population']}, {r['subsets']} x {r['slots']} slots, "
              f"device {r['device']} ({r['kernels']}), {r['cpu_count']} cores, engine: "
              f"{r['engine_workers']} driver thread(s)"]
-    lines += [f"  {name:<20}{value:>12,.0f} frames/s" for name, value in rows]
+    lines += [f"  {name:<20}{value:>12,.0f} {unit}" for name, value in rows]
     lines += [f"  {'efficiency':<20}{r['efficiency']:>12.2f}   (engine / bound)",
               f"  {'speedup_vs_naive':<20}{r['speedup_vs_naive']:>12.2f}",
               f"  {'slot occupancy':<20}{r['occupancy']:>12.2f}",

@@ -170,7 +170,8 @@ class Replicas:
         e = cfg.engine
         e.env_threads, e.workers = e.env_threads or cpus, e.workers or cpus
         if not (e.subsets or e.slots):
-            e.subsets, e.slots = default_layout(members, resolve_device(e.device))
+            e.subsets, e.slots = default_layout(members, resolve_device(e.device),
+                                                env_spec(cfg.env).kind)
         return build(cfg)
 
 

@@ -208,7 +208,7 @@ def _bench(args) -> int:
     if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
         raise ConfigError(f"--json {args.json}: its directory does not exist; create it first")
 
-    cfg = BenchConfig(game=args.game, net=args.net, population=args.population,
+    cfg = BenchConfig(game=args.game, env=args.env, net=args.net, population=args.population,
                       seconds=args.seconds, rounds=args.rounds, device=args.device,
                       subsets=args.subsets, slots=args.slots, env_threads=args.env_threads,
                       workers=args.workers, episode_cap=args.episode_cap, seed=args.seed,
@@ -345,8 +345,11 @@ def _add_bench(sub, fmt) -> None:
     """``neuroevo bench``."""
     bench = sub.add_parser("bench", formatter_class=fmt,
                            help="measure the engine against its bounds and a naive loop")
-    bench.add_argument("--game", default="breakout", help="Atari ROM id")
-    bench.add_argument("--net", default="large", help="large | small")
+    bench.add_argument("--game", default="breakout", help="Atari ROM id (Deep GA generations)")
+    bench.add_argument("--env", default="", help="a gymnasium id, e.g. HalfCheetah-v5: "
+                       "OpenAI-ES generations on it instead of --game (frames: env steps)")
+    bench.add_argument("--net", default="", help="large | small | mlp (default: large for a "
+                       "game; for --env the paper's mlp, 256-256, or --set net.hidden=...)")
     bench.add_argument("--population", type=int, default=64, help="members per generation")
     bench.add_argument("--seconds", type=float, default=20.0, help="per measurement and round")
     bench.add_argument("--rounds", type=int, default=2,

@@ -127,7 +127,7 @@ def make_evaluator(policy, env, population: int, device: torch.device, *,
     several workers each pool gets one simulator thread unless ``env_threads`` says
     otherwise (the cores are shared). ``options`` go to every ``Evaluator``."""
     workers = workers or default_workers(population, device)
-    auto_subsets, auto_slots = default_layout(-(-population // workers), device)
+    auto_subsets, auto_slots = default_layout(-(-population // workers), device, env.kind)
     check_fits(policy.spec.num_params, workers, subsets or auto_subsets, slots or auto_slots,
                device)
     threads = env_threads or (1 if workers > 1 else 0)

@@ -149,7 +149,8 @@ class Evaluator:
         self.device, self.seed = resolve_device(device), seed
         self.obs_norm, self.obs_stats_fraction = obs_norm, obs_stats_fraction
         self.action_noise = action_noise
-        self.subsets = [_Subset(env.make_pool(slots, threads),
+        # One subset has nothing to compute while its envs step: it steps them itself.
+        self.subsets = [_Subset(env.make_pool(slots, threads, inline=subsets == 1),
                                 SlotParams(policy.spec, slots, self.device, policy.kernels))
                         for _ in range(subsets)]
         if async_resets is None:
@@ -289,7 +290,9 @@ class Evaluator:
         run.clock.add("d2h", t2, t3)
         run.computed += count
         run.offered += len(actions)
-        sub.pool.send(actions)
+        t = time.perf_counter()
+        sub.pool.send(actions)  # a one-subset evaluator's envs step here, in this thread
+        run.clock.add("env_wait", t, time.perf_counter())
         sub.in_flight = True
 
     def _collect(self, run: _Run, sub: _Subset) -> None:
@@ -330,9 +333,17 @@ class _Run:
 
 
 
-def default_layout(population_size: int, device: torch.device) -> tuple[int, int]:
-    """``(subsets, slots)``: two subsets per CPU, slots sized so every core has work."""
+def default_layout(population_size: int, device: torch.device, kind: str = "atari"
+                   ) -> tuple[int, int]:
+    """``(subsets, slots)`` for an env of ``kind``. On a GPU, four subsets overlap the
+    forward passes with the emulators. On a CPU, an Atari game gets two subsets (ale-py's
+    threads step one while the driver computes the other), slots sized so every core has
+    work; a MuJoCo or gymnasium env one subset of up to 64 slots, stepped by the driver
+    thread itself: its networks are cheap, its per-step Python costs the same for 8 envs as
+    for 64, and the other driver threads keep the cores busy (measured: experiments/bench)."""
     cores = os.cpu_count() or 1
+    if device.type == "cpu" and kind != "atari":
+        return 1, max(1, min(64, population_size))
     subsets = 4 if device.type == "cuda" else 2
     slots = max(1, min(64 if device.type == "cuda" else max(8, 8 * cores),
                        -(-population_size // subsets)))

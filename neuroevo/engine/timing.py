@@ -1,6 +1,8 @@
 """Seconds per pipeline stage, right on a GPU as on a CPU.
 
-Host stages (``env_wait``, ``reset``, ``bookkeeping``) are host intervals. Device stages
+Host stages (``env_wait``, ``reset``, ``bookkeeping``) are host intervals; ``env_wait`` is
+the driver's time on its envs: waiting for a step, or sending one (where an evaluator with
+one subset steps its MuJoCo envs itself). Device stages
 (``decode``, ``h2d``, ``forward``, ``d2h``) on CUDA are timed by CUDA events recorded on the
 stream at the stage's bounds: kernels run asynchronously, so a host timer would charge a
 stage's GPU time to the next point that waits for the GPU (the copy of the actions back).

@@ -44,11 +44,26 @@ def _mujoco():
 
 
 def _model(task):
-    """The task's ``MjModel``, compiled from gymnasium's own asset file."""
+    """The task's ``MjModel``, compiled from gymnasium's own asset file.
+
+    HalfCheetah's file sets ``<compiler settotalmass="14">``, which MuJoCo (3.3 and later)
+    compiles with a deprecation warning printed at each compile. The model is compiled as
+    that warning advises instead: without the attribute, then ``mj_setTotalmass`` and
+    ``mj_setConst`` on the compiled model, which gives every array of the model exactly as
+    the attribute does (tests/integration/test_mujoco.py), silently."""
     import gymnasium.envs.mujoco as assets
 
-    return _mujoco().MjModel.from_xml_path(str(Path(assets.__file__).parent / "assets" /
-                                               task.xml))
+    mujoco = _mujoco()
+    path = str(Path(assets.__file__).parent / "assets" / task.xml)
+    spec = mujoco.MjSpec.from_file(path)
+    total = spec.compiler.settotalmass
+    if total <= 0:
+        return mujoco.MjModel.from_xml_path(path)
+    spec.compiler.settotalmass = -1
+    model = spec.compile()
+    mujoco.mj_setTotalmass(model, total)
+    mujoco.mj_setConst(model, mujoco.MjData(model))
+    return model
 
 
 def check_task(env_id: str) -> str:
@@ -210,12 +225,15 @@ class MujocoPool(PoolBase):
     """``envs.base``'s protocol over ``MujocoSims``: seeded restarts, time limit, no autoreset.
 
     Episodes end at the task's termination or at gymnasium's ``max_episode_steps`` (1000).
-    ``send`` returns at once; the worker threads step while the driver computes.
+    ``send`` returns at once; the worker threads step while the driver computes. With
+    ``inline`` (an evaluator with one subset, which has nothing to compute meanwhile) the
+    calling thread steps a chunk itself: with one thread, every env, and no hand-off.
     """
 
-    def __init__(self, env_id: str, num_envs: int, threads: int = 0):
+    def __init__(self, env_id: str, num_envs: int, threads: int = 0, inline: bool = False):
         super().__init__(num_envs)
         self.sims = MujocoSims(env_id, num_envs, threads)
+        self.inline = inline  # send steps one chunk in the calling thread (and waits for it)
         self.max_steps = max_steps(env_id)
         self._elapsed = np.zeros(num_envs, dtype=np.int64)
         self._ended = np.ones(num_envs, dtype=bool)
@@ -229,7 +247,7 @@ class MujocoPool(PoolBase):
 
     def _send(self, actions: np.ndarray) -> None:
         self._stepping = np.flatnonzero(~self._ended)
-        self.sims.step_async(actions, self._stepping)
+        self.sims.step_async(actions, self._stepping, inline=self.inline)
 
     def _recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         envs, self._stepping = self._stepping, None

@@ -35,15 +35,16 @@ class EnvSpec:
     def image(self) -> bool:
         return len(self.obs_shape) == 3
 
-    def make_pool(self, num_envs: int, threads: int = 0) -> Pool:
+    def make_pool(self, num_envs: int, threads: int = 0, inline: bool = False) -> Pool:
         """``num_envs`` envs of this spec; ``threads`` simulator threads (0: the kind's
-        default; gymnasium envs step in the calling thread)."""
+        default; gymnasium envs step in the calling thread); ``inline``: MuJoCo's ``send``
+        steps in the calling thread too (ale-py's threads are its own)."""
         if self.kind == "atari":
             return AtariPool(self.atari, num_envs, threads)
         if self.kind == "mujoco":
             from neuroevo.envs.mujoco import MujocoPool
 
-            return MujocoPool(self.name, num_envs, threads)
+            return MujocoPool(self.name, num_envs, threads, inline)
         from neuroevo.envs.gym import GymPool
 
         return GymPool(self.name, num_envs)

@@ -57,7 +57,7 @@ CASES = [
      "cannot reach the Ray cluster at 127.0.0.1:1"),
     ([*RUN, "--backend", "ray", "--set", "engine.ray_timeout=0"], "engine.ray_timeout must be"),
     # a slot layout that cannot fit memory: refused before allocating
-    ([*RUN, "--set", "engine.slots=10000000"], "the slot layout needs"),
+    ([*RUN, "--set", "engine.slots=100000000"], "the slot layout needs"),
     # bench, plot
     (["bench", "--seconds", "0"], "--seconds must be > 0"),
     (["bench", "--rounds", "0"], "--rounds must be >= 1"),

@@ -103,3 +103,34 @@ def test_errors_name_the_problem():
 def test_generic_fallback_is_gymnasium_sync_vector_env():
     envs = make_vec("CartPole-v1", 2)
     assert isinstance(envs, gymnasium.vector.SyncVectorEnv) and envs.num_envs == 2
+
+
+def test_halfcheetah_compiles_silently_to_the_same_model():
+    """HalfCheetah's ``settotalmass`` applied after compiling, as MuJoCo's deprecation
+    warning advises: every array of the model equals the attribute's, and nothing is
+    printed (the warning comes from MuJoCo's C code, so a fresh process is watched)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import gymnasium.envs.mujoco as assets
+    import mujoco
+
+    from neuroevo.envs.mujoco import _model
+
+    ours = _model(TASKS["HalfCheetah-v5"])
+    theirs = mujoco.MjModel.from_xml_path(
+        str(Path(assets.__file__).parent / "assets" / "half_cheetah.xml"))
+    arrays = [n for n in dir(theirs) if isinstance(getattr(theirs, n, None), np.ndarray)]
+    assert "body_mass" in arrays and theirs.body_mass.sum() == pytest.approx(14.0)
+    for name in arrays:
+        assert np.array_equal(getattr(ours, name), getattr(theirs, name)), name
+    code = ("from neuroevo.envs.mujoco import MujocoPool; "
+            "MujocoPool('HalfCheetah-v5', 2, 1).close()")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and "settotalmass" not in out.stdout + out.stderr
+    old = subprocess.run([sys.executable, "-c", "import mujoco; mujoco.MjModel.from_xml_path("
+                          f"{str(Path(assets.__file__).parent / 'assets' / 'half_cheetah.xml')!r})"],
+                         capture_output=True, text=True, timeout=120)
+    assert "settotalmass" in old.stdout + old.stderr  # the check above can fail

@@ -192,6 +192,28 @@ def test_bench_measures_the_run_that_run_builds(tmp_path):
     assert r["run_config"]["algo"]["truncation"] == 1  # population 4 // 5, at least 1
 
 
+@pytest.mark.slow
+def test_bench_on_a_mujoco_task_measures_es_as_run_builds_it(tmp_path):
+    flags = ["--env", "Hopper-v5", "--population", "4", "--episode-cap", "20", "--device",
+             "cpu", "--set", "net.hidden=8,8", "--set", "algo.validation_episodes=2"]
+    out = cli("bench", *flags, "--seconds", "0.3", "--rounds", "1", "--json", "b.json",
+              cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    r = json.loads((tmp_path / "b.json").read_text())
+    for key in ("sim_only_fps", "inference_only_fps", "naive_fps", "engine_fps", "bound_fps",
+                "efficiency", "speedup_vs_naive"):
+        assert r[key] > 0 and f"{key}" in out.stdout
+    assert "Hopper-v5 / mlp 8,8 net" in out.stdout and "steps/s" in out.stdout
+    ran = cli("run", "es", *flags, "--generations", "1", "--run-dir", "r", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    written = yaml.safe_load((tmp_path / "r" / "config.yaml").read_text())
+    for section in ("algo", "env", "net"):
+        assert r["run_config"][section] == written[section], section
+    assert written["env"]["obs_norm"] == "on"  # the run's normalisation is what is measured
+    bad = cli("bench", "--env", "Hopper-v5", "--set", "algo.name=ga", cwd=tmp_path)
+    assert bad.returncode == 2 and "OpenAI-ES on --env" in bad.stderr
+
+
 def test_cli_plot(tmp_path):
     runs = pathlib.Path(__file__).parents[2] / "experiments" / "learning"
     out = cli("plot", str(runs / "ga-frostbite-small"), str(runs / "ga-breakout-small"),
