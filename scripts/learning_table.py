@@ -185,7 +185,8 @@ def write_figure(all_cells: list[Cell], out: str) -> None:
                 ax.plot(grid, mean, color=f"C{k}", lw=2, label=algo.upper())
         ax.set_title(task)
         ax.set_xlabel("frames (MuJoCo: steps)")
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
     axes[0][0].set_ylabel("elite / centre, validated score")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "table.png"), dpi=110)
@@ -213,6 +214,7 @@ def main(argv=None) -> int:
     for cell in ([] if args.report_only else all_cells):
         run_cell(cell, args.out)
         write_table(summary(all_cells, args.out), args.out, args)
+        write_figure(all_cells, args.out)
     write_table(summary(all_cells, args.out), args.out, args)
     write_figure(all_cells, args.out)
     return 0
