@@ -60,6 +60,9 @@ class Cell:
     def name(self) -> str:
         return f"{self.algo}-{self.task}-s{self.seed}"
 
+    def run_dir(self, out: str) -> str:
+        return os.path.join(out, "table-runs", self.name)
+
     def command(self, run_dir: str) -> list[str]:
         base = [sys.executable, "-m", "neuroevo", "run", self.algo, "--seed", str(self.seed),
                 "--frames", str(self.frames), "--run-dir", run_dir, "--resume",
@@ -97,14 +100,14 @@ def rows(run_dir: str) -> list[dict]:
         return []
 
 
-def finished(cell: Cell, run_dir: str) -> bool:
-    r = rows(run_dir)
+def finished(cell: Cell, r: list[dict]) -> bool:
+    """Whether a cell's rows reach its budget and end with the test phase."""
     return bool(r) and r[-1]["frames"] >= cell.frames and "test_score" in r[-1]
 
 
 def run_cell(cell: Cell, out: str) -> None:
-    run_dir = os.path.join(out, "table-runs", cell.name)
-    if finished(cell, run_dir):
+    run_dir = cell.run_dir(out)
+    if finished(cell, rows(run_dir)):
         return
     os.makedirs(os.path.dirname(run_dir), exist_ok=True)
     print(f"learning_table: {cell.name}", flush=True)
@@ -129,9 +132,9 @@ def summary(all_cells: list[Cell], out: str) -> list[dict]:
     """One entry per (task, algo) from the finished cells."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for cell in all_cells:
-        run_dir = os.path.join(out, "table-runs", cell.name)
-        if finished(cell, run_dir):
-            last = rows(run_dir)[-1]
+        r = rows(cell.run_dir(out))
+        if finished(cell, r):
+            last = r[-1]
             groups.setdefault((cell.task, cell.algo), []).append(last)
     table = []
     for (task, algo), last in groups.items():
@@ -172,7 +175,7 @@ def write_figure(all_cells: list[Cell], out: str) -> None:
         for k, algo in enumerate(dict.fromkeys(c.algo for c in all_cells if c.task == task)):
             curves = []
             for cell in (c for c in all_cells if c.task == task and c.algo == algo):
-                r = rows(os.path.join(out, "table-runs", cell.name))
+                r = rows(cell.run_dir(out))
                 key = "center_score" if algo == "es" else "elite_score"
                 x, y = [row["frames"] for row in r], [row.get(key) for row in r]
                 if r:

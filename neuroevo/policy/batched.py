@@ -124,9 +124,8 @@ class BatchedPolicy:
             out = []
             for p, x in zip(params, obs, strict=True):
                 w = self.spec.unflatten(p)
-                found = moments(self.template, w, self.reference_batch)
-                buffers = {f"vbn_{kind}_{k}": t for k, m in enumerate(found)
-                           for kind, t in zip(("mean", "inv"), m, strict=True)}
+                buffers = self.template.moment_buffers(
+                    moments(self.template, w, self.reference_batch))
                 out.append(functional_call(self.template, {**w, **buffers}, (x[None],))[0])
             return torch.stack(out)
         return self._ref(self.spec.unflatten(params), obs)

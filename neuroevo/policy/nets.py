@@ -51,9 +51,18 @@ class AtariNet(nn.Module):
         self.vbn = vbn
         self.normalised = [f"convs.{i}" for i in range(len(convs))] + ["fc"] if vbn else []
         if vbn:
-            for k, width in enumerate([o for o, _, _ in convs] + [hidden]):
-                self.register_buffer(f"vbn_mean_{k}", torch.zeros(width), persistent=False)
-                self.register_buffer(f"vbn_inv_{k}", torch.ones(width), persistent=False)
+            widths = [o for o, _, _ in convs] + [hidden]
+            zeros = [(torch.zeros(w), torch.ones(w)) for w in widths]
+            for name, t in self.moment_buffers(zeros).items():
+                self.register_buffer(name, t, persistent=False)
+
+    @staticmethod
+    def moment_buffers(found: list[tuple[torch.Tensor, torch.Tensor]]
+                       ) -> dict[str, torch.Tensor]:
+        """VBN moments ``[(mean, inv_std), ...]`` per hidden layer as the module's buffers
+        by name (what ``functional_call`` takes to run a network at given moments)."""
+        return {f"vbn_{kind}_{k}": t for k, pair in enumerate(found)
+                for kind, t in zip(("mean", "inv"), pair, strict=True)}
 
     def forward(self, obs: torch.Tensor, calibrate: bool = False):
         """Outputs ``[B, A]``; with ``calibrate`` (VBN), ``obs`` is the reference batch, each
@@ -84,9 +93,8 @@ class AtariNet(nn.Module):
     @torch.no_grad()
     def calibrate(self, batch: torch.Tensor) -> None:
         """Set the VBN moments from a reference batch through this module's own weights."""
-        for k, (mean, inv) in enumerate(self(batch, calibrate=True)):
-            getattr(self, f"vbn_mean_{k}").copy_(mean)
-            getattr(self, f"vbn_inv_{k}").copy_(inv)
+        for name, t in self.moment_buffers(self(batch, calibrate=True)).items():
+            getattr(self, name).copy_(t)
 
 
 class MLP(nn.Module):
