@@ -28,9 +28,10 @@ from torch.func import functional_call
 
 from neuroevo.build import Built, build
 from neuroevo.config import Config, apply_sets, override, to_dict
-from neuroevo.engine.pipeline import EvalResult, default_layout
+from neuroevo.engine.pipeline import EvalResult, Job, default_layout
 from neuroevo.errors import ConfigError, UnknownName, check_range
 from neuroevo.files import atomic_write
+from neuroevo.loop import Tests, evaluate_jobs, logging_jobs
 from neuroevo.policy.batched import SlotParams
 from neuroevo.policy.heads import to_actions
 
@@ -170,15 +171,19 @@ def _naive(built: Built, probe, episode_cap: int):
 
 
 def _engine(built: Built, seconds: float) -> tuple[float, dict, float]:
-    """Whole generations (every phase, as ``neuroevo run``) for at least ``seconds``:
-    ``(frames/s, stage seconds, occupancy)``."""
+    """Whole generations (every phase, as ``neuroevo run``: ES's centre episodes in the next
+    generation's first pass) for at least ``seconds``: ``(frames/s, stage seconds,
+    occupancy)``."""
     parts: list = []
+    carried: list[Job] = []
     while sum(r.wall_time for _, r in parts) < seconds:
         pop = built.optimizer.ask()
-        r = built.evaluator.evaluate(pop)
-        built.optimizer.tell(r.fitness)
-        parts.append((None, r))
-    total = EvalResult.combine(parts)  # phases and generations one after another
+        results = evaluate_jobs(built.evaluator, [Job(pop), *carried])
+        done = built.optimizer.tell(results[0].fitness)["generation_done"]
+        carried = ([job for _, job in logging_jobs(built.optimizer, Tests(), 0, False)]
+                   if done else [])
+        parts += [(None, r) for r in results]
+    total = EvalResult.combine(parts)  # passes one after another
     return total.frames / total.wall_time, total.timings, total.occupancy
 
 

@@ -281,7 +281,7 @@ class Checkpoints(Callback):
     def __init__(self, run_dir: RunDir, built):
         self.run_dir, self.built = run_dir, built
 
-    def generation(self, row: dict, totals: Totals, history: list[dict]) -> None:
+    def checkpoint(self, totals: Totals, history: list[dict]) -> None:
         b = self.built
         self.run_dir.save(b.config, b.optimizer, totals, history, b.policy, b.obs_norm,
                           b.arch)

@@ -75,13 +75,15 @@ def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
     from neuroevo.report import Progress, TensorBoard
 
     callbacks = [Checkpoints(run_dir, built),
-                 TensorBoard(run_dir.folder("tensorboard"), totals.frames),
+                 TensorBoard(run_dir.folder("tensorboard"),
+                             history[-1]["frames"] if history else 0),
                  Progress(sys.stdout, progress, budget, totals, history)]
     try:
         generations(built.optimizer, built.evaluator, budget, totals, history, callbacks,
                     guard=_signals.protect, tests=Tests.of(built.config))
     except KeyboardInterrupt:
-        kept = f"after generation {totals.generation - 1}" if history else "(none yet)"
+        kept = (f"after generation {totals.generation - 1}" if run_dir.has_checkpoint()
+                else "(none yet)")
         print(f"\nneuroevo: stopped; the last checkpoint is kept {kept}: continue with "
               f"'neuroevo resume {run_dir.path}'", file=sys.stderr, flush=True)
         raise

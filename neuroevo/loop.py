@@ -3,13 +3,14 @@
 The optimizer knows nothing about environments and the evaluator nothing about
 optimizers; this loop is the only place that holds both. A Deep GA generation is a
 training phase plus, when enabled, its elite-validation phase; frames of both count
-towards the budget (as in the paper). Episodes run for logging only (ES's centre
-evaluation: ``Population.budgeted`` False) are counted apart, as ``eval_frames``.
+towards the budget (as in the paper). Episodes run for logging only are counted apart:
+ES's centre evaluation (``Optimizer.center_population``) as ``eval_frames``.
 
-The papers' test score (Such et al. 2017; Salimans et al. 2017) is a phase of its own: every
+The papers' test score (Such et al. 2017; Salimans et al. 2017) is logging too: every
 ``test_every`` generations and after the last one, the elite (ES: the centre) plays
-``test_episodes`` fresh episodes (seeds of their own, the env's own episode limit), for
-logging only: ``test_frames`` are outside the budget and the optimizer is not told.
+``test_episodes`` fresh episodes (seeds of their own, the env's own episode limit):
+``test_frames`` are outside the budget and the optimizer is not told. Logging episodes run
+in the next generation's first pass (``generations``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from neuroevo.engine.pipeline import EvalResult
+from neuroevo.engine.pipeline import EvalResult, Job
 from neuroevo.memory import release_free_memory
 from neuroevo.metrics import TOLD
 
@@ -33,6 +34,7 @@ class Totals:
     frames: int = 0
     episodes: int = 0
     wall_time: float = 0.0
+    pending: dict | None = None  # the last generation's row, waiting for its logging episodes
 
 
 @dataclass
@@ -68,28 +70,65 @@ class Tests:
         return self.episodes > 0 and (last or (generation + 1) % self.every == 0)
 
 
-def test_phase(optimizer, evaluator, tests: Tests, totals: Totals,
-               on_episode: Callable | None = None) -> dict:
-    """The test score of what the optimizer would deploy now; the row's test keys."""
-    pop = optimizer.test_population(tests.episodes)
-    if pop is None:
-        return {}
-    r = evaluator.evaluate(pop, on_episode=on_episode, episode_cap=tests.episode_cap)
-    totals.wall_time += r.wall_time
+def logging_jobs(optimizer, tests: Tests, generation: int, last: bool) -> list[tuple[str, Job]]:
+    """The episodes that finish generation ``generation``'s row and change no state, asked
+    of the optimizer right after that generation: ES's centre (``center_score``) and, when
+    ``tests`` says so, the test phase (``test_score``). Keyed for ``logged``."""
+    jobs = []
+    center = optimizer.center_population()
+    if center is not None:
+        jobs.append(("center", Job(center)))
+    if tests.due(generation, last):
+        pop = optimizer.test_population(tests.episodes)
+        if pop is not None:
+            jobs.append(("test", Job(pop, episode_cap=tests.episode_cap)))
+    return jobs
+
+
+def logged(key: str, r: EvalResult) -> dict:
+    """A logging job's row keys."""
+    if key == "center":
+        return {"center_score": float(np.mean(r.fitness)), "eval_frames": r.frames}
     return {"test_score": float(np.mean(r.fitness)), "test_score_std": float(np.std(r.fitness)),
             "test_episodes": len(r.fitness), "test_frames": r.frames}
 
 
+def evaluate_jobs(evaluator, jobs: list[Job], on_episode: Callable | None = None
+                  ) -> list[EvalResult]:
+    """``jobs`` in one pass where the evaluator can (``Evaluator.evaluate_jobs``). One that
+    cannot (Ray's) runs them one by one, the later jobs first: they are the logging episodes
+    of the state that telling the first job's fitness will change."""
+    if hasattr(evaluator, "evaluate_jobs"):
+        return evaluator.evaluate_jobs(jobs, on_episode)
+    rest = [evaluator.evaluate(j.pop, on_episode=on_episode, episode_cap=j.episode_cap)
+            for j in jobs[1:]]
+    first = evaluator.evaluate(jobs[0].pop, on_episode=on_episode,
+                               episode_cap=jobs[0].episode_cap)
+    return [first, *rest]
+
+
 def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | None = None,
-                   ) -> dict:
-    """Run every phase of the optimizer's current generation; update ``totals``; return a row."""
+                   carried: Sequence[tuple[str, Job]] = ()) -> tuple[dict, dict]:
+    """Run every phase of the optimizer's current generation, the first in one pass with
+    ``carried`` (``logging_jobs`` of the generation before, which fill slots the phase
+    leaves idle); update ``totals``. Returns this generation's row, still without its own
+    logging keys, and the carried jobs' keys for the row before."""
     row: dict = {"generation": optimizer.state.generation}
-    budgeted, outside = [], []  # the phases' results, counted in the budget or not
+    budgeted, every, logs, outside = [], [], {}, 0
+    carried = list(carried)
     while True:
         pop = optimizer.ask()
-        result = evaluator.evaluate(pop, on_episode=on_episode)
+        results = evaluate_jobs(evaluator, [Job(pop), *(job for _, job in carried)], on_episode)
+        for (key, _), r in zip(carried, results[1:], strict=True):
+            logs.update(logged(key, r))
+        carried = []
+        result = results[0]
         metrics = optimizer.tell(result.fitness)
-        (budgeted if pop.budgeted else outside).append((None, result))
+        if pop.budgeted:
+            budgeted.append((None, result))
+        else:
+            outside += result.frames
+        every += [(None, r) for r in results]
         if pop.phase == "train":
             row.update(fitness_max=metrics["fitness_max"], fitness_mean=metrics["fitness_mean"],
                        fitness_min=metrics["fitness_min"],
@@ -99,32 +138,38 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
                 row[key] = metrics[key]
         if metrics["generation_done"]:
             break
-    counted, every = EvalResult.combine(budgeted), EvalResult.combine(budgeted + outside)
+    counted, passes = EvalResult.combine(budgeted), EvalResult.combine(every)
     totals.generation += 1
     totals.frames += counted.frames
     totals.episodes += sum(len(r.fitness) for _, r in budgeted)
-    wall = every.wall_time
+    wall = passes.wall_time
     totals.wall_time += wall
     row.update(frames=totals.frames, episodes=totals.episodes, wall_time=totals.wall_time,
-               generation_frames=counted.frames, fps=every.frames / wall if wall > 0 else 0.0,
-               occupancy=every.occupancy, best_fitness=optimizer.state.best_fitness,
-               timings={k: round(v, 4) for k, v in every.timings.items()})
-    if every.frames > counted.frames:
-        row["eval_frames"] = every.frames - counted.frames
-    if every.comm_bytes:  # a distributed evaluator: driver <-> worker messages of this generation
-        row["bytes_per_generation"] = every.comm_bytes
+               generation_frames=counted.frames, fps=passes.frames / wall if wall > 0 else 0.0,
+               occupancy=passes.occupancy, best_fitness=optimizer.state.best_fitness,
+               timings={k: round(v, 4) for k, v in passes.timings.items()})
+    if outside:  # phases of this generation outside the budget
+        row["eval_frames"] = outside
+    if passes.comm_bytes:  # a distributed evaluator: driver <-> worker messages of this generation
+        row["bytes_per_generation"] = passes.comm_bytes
     release_free_memory()
-    return row
+    return row, logs
 
 
 class Callback:
     """What the driver calls during a run; subclasses override what they need."""
 
     def episode(self, done: int, total: int, score: float, frames: int) -> None:
-        """An episode of the current phase ended (``done`` of ``total``)."""
+        """An episode of the current pass ended (``done`` of ``total``)."""
+
+    def checkpoint(self, totals: Totals, history: list[dict]) -> None:
+        """A generation ended: the optimizer is between generations, ``history`` holds the
+        finished rows and ``totals.pending`` the row still waiting for its logging episodes
+        (they run in the next generation's first pass)."""
 
     def generation(self, row: dict, totals: Totals, history: list[dict]) -> None:
-        """A generation ended: ``row`` is ``history[-1]``; ``totals`` are up to date."""
+        """A row is finished (its logging keys included): ``row`` is in ``history``, the
+        last row or, when two finish at once, the one before; ``totals`` are up to date."""
 
     def close(self) -> None:
         """The run ended, stopped or failed."""
@@ -135,9 +180,14 @@ def generations(optimizer, evaluator, budget: Budget, totals: Totals | None = No
                 guard: Callable = contextlib.nullcontext, tests: Tests = Tests()
                 ) -> list[dict]:
     """The one training driver (the CLI's ``run`` and ``resume`` and ``neuroevo.train``):
-    one generation after another until ``budget`` is spent, each with its test phase when
-    ``tests`` says so, each row appended to ``history`` (a resumed run passes its own) and
-    handed to every callback in order.
+    one generation after another until ``budget`` is spent, each row appended to
+    ``history`` (a resumed run passes its own) and handed to every callback in order.
+
+    A row is finished by its logging episodes (``logging_jobs``: ES's centre, the test phase
+    when due), which change no state: they run in the next generation's first pass, where
+    they fill slots the population leaves idle, and after the last generation on their own.
+    Their seeds are their own, so every row is what it would be with the phases one after
+    another. Meanwhile the row waits in ``totals.pending`` (checkpoints keep it).
     ``guard()`` is entered around each generation's callbacks (the CLI defers stop signals
     there, so the checkpoint and the files derived from it always agree). Callbacks are
     closed however the run ends. Returns ``history``."""
@@ -148,16 +198,42 @@ def generations(optimizer, evaluator, budget: Budget, totals: Totals | None = No
         for c in callbacks:
             c.episode(done, total, score, frames)
 
-    try:
-        while not budget.spent(totals):
-            row = one_generation(optimizer, evaluator, totals, on_episode)
-            if tests.due(row["generation"], last=budget.spent(totals)):
-                row.update(test_phase(optimizer, evaluator, tests, totals, on_episode))
-                row["wall_time"] = totals.wall_time
-            history.append(row)
-            with guard():
+    def boundary(finished: list[dict]) -> None:
+        history.extend(finished)
+        with guard():
+            for c in callbacks:
+                c.checkpoint(totals, history)
+            for row in finished:
                 for c in callbacks:
-                    c.generation(history[-1], totals, history)
+                    c.generation(row, totals, history)
+
+    def waiting() -> list[tuple[str, Job]]:
+        if totals.pending is None:
+            return []
+        return logging_jobs(optimizer, tests, totals.pending["generation"],
+                            last=budget.spent(totals))
+
+    try:
+        carried = waiting()
+        while not budget.spent(totals):
+            row, logs = one_generation(optimizer, evaluator, totals, on_episode, carried)
+            finished = [] if totals.pending is None else [{**totals.pending, **logs}]
+            totals.pending = row
+            carried = waiting()
+            if not carried:
+                finished.append(row)
+                totals.pending = None
+            boundary(finished)
+        if totals.pending is not None:  # the last generation's logging episodes, alone
+            results = (evaluate_jobs(evaluator, [job for _, job in carried], on_episode)
+                       if carried else [])
+            row = dict(totals.pending)
+            for (key, _), r in zip(carried, results, strict=True):
+                row.update(logged(key, r))
+                totals.wall_time += r.wall_time
+            row["wall_time"] = totals.wall_time
+            totals.pending = None
+            boundary([row])
     finally:
         for c in callbacks:
             c.close()

@@ -46,10 +46,11 @@ METRICS = (
            board=True),
     Metric("test_episodes", "episodes in the test score", csv=True),
     Metric("test_frames", "frames of the test episodes (outside the budget)", csv=True),
-    Metric("fps", "frames (and eval frames) per second of evaluation", csv=True, board=True,
+    Metric("fps", "frames per second of this generation's passes (the logging episodes of "
+           "the generation before included)", csv=True, board=True,
            live="fps {:>7,.0f}"),
-    Metric("occupancy", "mean fraction of slots computed per forward pass", csv=True,
-           board=True),
+    Metric("occupancy", "slot-steps computed over slot-steps offered, every subset's slots "
+           "counted at every round of the driver, idle ones too", csv=True, board=True),
     Metric("episode_steps_mean", "mean agent steps of the training episodes"),
     Metric("generation_frames", "budgeted frames of this generation"),
     Metric("eval_frames", "frames of episodes run outside the budget (ES centre)"),

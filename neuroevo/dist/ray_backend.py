@@ -54,18 +54,22 @@ class Worker:
     def pid(self) -> int:
         return os.getpid()
 
-    def evaluate(self, update: Update, indices: np.ndarray, test: tuple[int, int] | None = None):
-        """``test``: ``(episodes, cap)`` of a test phase (the replica's
-        ``test_population``, not its ``ask``), or None."""
+    def evaluate(self, update: Update, indices: np.ndarray,
+                 logging: tuple[str, int, int | None] | None = None):
+        """``logging``: ``(phase, episodes, cap)`` of logging episodes, rebuilt from the
+        replica's state (phase ``"test"``: its ``test_population``; ``"validate"``: its
+        ``center_population``), not from its ``ask``; or None."""
         try:
             self.replica.apply(update)
         except WorkerError as e:
             raise WorkerError(f"worker {os.getpid()}: {e}") from None
         optimizer, cap = self.built.optimizer, None
-        if test is None:
+        if logging is None:
             pop = optimizer.ask()
+        elif logging[0] == "test":
+            pop, cap = optimizer.test_population(logging[1]), logging[2]
         else:
-            pop, cap = optimizer.test_population(test[0]), test[1]
+            pop, cap = optimizer.center_population(), logging[2]
         r = self.built.evaluator.evaluate(pop, indices=indices, merge_stats=False,
                                           episode_cap=cap)
         release_free_memory()  # an actor's heap fragments as the driver's does
@@ -166,8 +170,9 @@ class RayEvaluator:
         return ray_module().get([a.pid.remote() for a in self.actors])
 
     def evaluate(self, pop, on_episode=None, episode_cap: int | None = None) -> EvalResult:
-        """As ``Evaluator.evaluate``. A test population (phase ``"test"``) is rebuilt by each
-        replica from its own state, and is no event of the protocol: it changes no state."""
+        """As ``Evaluator.evaluate``. Logging episodes (a population outside the budget: the
+        test phase, ES's centre) are rebuilt by each replica from its own state, and are no
+        event of the protocol: they change no state."""
         if self._last is not None and (self._last.generation, self._last.phase) != (
                 pop.generation, pop.phase):
             self.log.append(self._last)  # told by now: actors started below already have it
@@ -175,9 +180,9 @@ class RayEvaluator:
         self._start()
         start = time.perf_counter()
         self.log.trim(min(self._sent.values(), default=self.log.end))
-        test = (len(pop), episode_cap) if pop.phase == "test" else None
+        logging = None if pop.budgeted else (pop.phase, len(pop), episode_cap)
         chunks = _Chunks(self, len(pop), fingerprint(self.optimizer, self.obs_norm),
-                         on_episode, test)
+                         on_episode, logging)
         chunks.run()
         self.counts = chunks.counts
         result = EvalResult.combine(chunks.parts, len(pop), time.perf_counter() - start)
@@ -185,7 +190,7 @@ class RayEvaluator:
         if result.obs_stats and self.obs_norm is not None:
             merge_obs_stats(self.obs_norm, result.obs_stats)
             self.log.append(Stats(result.obs_stats))
-        if test is None:
+        if logging is None:
             self._last = Tell(pop.generation, pop.phase, result.fitness)
         return result
 
@@ -210,8 +215,9 @@ class _Chunks:
     """One population's chunks through the actors: queued, in flight, kept exactly once;
     lost actors replaced."""
 
-    def __init__(self, ev: RayEvaluator, n: int, check: int, on_episode, test):
-        self.ev, self.n, self.check, self.on_episode, self.test = ev, n, check, on_episode, test
+    def __init__(self, ev: RayEvaluator, n: int, check: int, on_episode, logging):
+        self.ev, self.n, self.check, self.on_episode = ev, n, check, on_episode
+        self.logging = logging
         size = max(1, -(-n // (len(ev.actors) * ev.chunks_per_actor)))
         self.queue = collections.deque(np.arange(i, min(i + size, n)) for i in range(0, n, size))
         self.counts = np.zeros(n, dtype=np.int64)  # results kept per member
@@ -253,7 +259,7 @@ class _Chunks:
         ev._sent[actor] = ev.log.end
         if not self._busy(actor):
             self.alive[actor] = time.monotonic()  # an idle actor's clock starts with its work
-        self.flight[actor.evaluate.remote(update, chunk, self.test)] = (actor, chunk)
+        self.flight[actor.evaluate.remote(update, chunk, self.logging)] = (actor, chunk)
 
     def started(self, ref) -> None:
         ray = ray_module()

@@ -28,7 +28,7 @@ import torch
 from neuroevo.engine.obsstats import merge as merge_obs_stats
 from neuroevo.errors import WorkerError
 
-PROTOCOL = 1  # bump when an event's meaning or fields change
+PROTOCOL = 2  # bump when an event's meaning or fields change (2: ES's centre is no Tell)
 
 
 @dataclass(frozen=True)

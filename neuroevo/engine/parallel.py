@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from neuroevo.engine.obsstats import merge as merge_obs_stats
-from neuroevo.engine.pipeline import EvalResult, Evaluator, default_layout
+from neuroevo.engine.pipeline import EvalResult, Evaluator, Job, default_layout, pass_results
 from neuroevo.errors import ConfigError
 
 
@@ -51,31 +51,51 @@ class ParallelEvaluator:
 
     def evaluate(self, pop, on_episode=None, indices=None, merge_stats: bool = True,
                  episode_cap: int | None = None) -> EvalResult:
-        members = np.arange(len(pop)) if indices is None else np.asarray(indices, np.int64)
+        return self.evaluate_jobs([Job(pop, indices, episode_cap)], on_episode, merge_stats)[0]
+
+    def evaluate_jobs(self, jobs: list[Job], on_episode=None, merge_stats: bool = True
+                      ) -> list[EvalResult]:
+        """``Evaluator.evaluate_jobs`` over the parts: episode ``n`` of the pass (the jobs'
+        members in order) goes to part ``n % K``."""
+        job_of = np.concatenate([np.full(len(job.members()), j) for j, job in enumerate(jobs)])
+        member_of = np.concatenate([job.members() for job in jobs])
         k = len(self.parts)
-        shares = [(part, np.arange(j, len(members), k)) for j, part in enumerate(self.parts)]
-        shares = [(part, pos) for part, pos in shares if len(pos)]
+        shares = []  # (part, its positions in the pass, its jobs)
+        for j, part in enumerate(self.parts):
+            pos = np.arange(j, len(job_of), k)
+            if len(pos):
+                mine = [Job(job.pop, member_of[pos[job_of[pos] == i]], job.episode_cap)
+                        for i, job in enumerate(jobs)]
+                shares.append((part, pos, [(i, m) for i, m in enumerate(mine)
+                                           if len(m.indices)]))
         lock, done = threading.Lock(), [0]
 
         def report(_, __, score, frames):
             with lock:  # one progress count for all parts
                 done[0] += 1
-                on_episode(done[0], len(members), score, frames)
+                on_episode(done[0], len(job_of), score, frames)
 
         start, threads = time.perf_counter(), torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            futures = [self._threads.submit(part.evaluate, pop, report if on_episode else None,
-                                            members[pos], False, episode_cap)
-                       for part, pos in shares]
+            futures = [self._threads.submit(part.evaluate_jobs, [m for _, m in mine],
+                                            report if on_episode else None, False)
+                       for part, _, mine in shares]
             results = [f.result() for f in futures]
         finally:
             torch.set_num_threads(threads)
-        result = EvalResult.combine(list(zip((pos for _, pos in shares), results, strict=True)),
-                                    len(members), time.perf_counter() - start)
-        if result.obs_stats and merge_stats:
-            merge_obs_stats(self.parts[0].obs_norm, result.obs_stats)
-        return result
+        parts = []  # each part's result over its positions in the pass
+        for (_, pos, _), rs in zip(shares, results, strict=True):
+            order = np.concatenate([r.fitness for r in rs]), np.concatenate([r.steps for r in rs])
+            costs = EvalResult.combine([(None, r) for r in rs])
+            # the part's results come job by job, which is the order of its positions too
+            parts.append((pos, EvalResult(*order, costs.frames, costs.wall_time,
+                                                  costs.timings, costs.computed, costs.offered,
+                                                  costs.obs_stats, costs.comm_bytes)))
+        whole = EvalResult.combine(parts, len(job_of), time.perf_counter() - start)
+        if whole.obs_stats and merge_stats:
+            merge_obs_stats(self.parts[0].obs_norm, whole.obs_stats)
+        return pass_results(jobs, whole.fitness, whole.steps, self.parts[0].frameskip, whole)
 
     def close(self) -> None:
         for part in self.parts:  # running evaluations end at their next step (Ctrl-C)

@@ -105,6 +105,41 @@ class EvalResult:
                    sum(r.comm_bytes for _, r in parts))
 
 
+@dataclass(frozen=True)
+class Job:
+    """One population's episodes in a shared evaluation (``Evaluator.evaluate_jobs``): the
+    members at ``indices`` (all: None), cut at ``episode_cap`` agent steps (None: the env
+    spec's training cap)."""
+
+    pop: object  # a ``neuroevo.genomes.Population``
+    indices: np.ndarray | None = None
+    episode_cap: int | None = None
+
+    def members(self) -> np.ndarray:
+        return (np.arange(len(self.pop)) if self.indices is None
+                else np.asarray(self.indices, dtype=np.int64))
+
+
+def pass_results(jobs: list[Job], fitness: np.ndarray, steps: np.ndarray, frameskip: int,
+                 costs: EvalResult) -> list[EvalResult]:
+    """One result per job from a pass over their concatenated members: each job's fitness,
+    steps and frames; the pass's costs (wall time, stage timings, slot rows, observation
+    statistics, message bytes) all on the first job's, so that adding the results up counts
+    them once."""
+    out, start = [], 0
+    for k, job in enumerate(jobs):
+        n = len(job.members())
+        f, s = fitness[start:start + n], steps[start:start + n]
+        start += n
+        r = EvalResult(f, s, int(s.sum()) * frameskip, 0.0)
+        if k == 0:
+            r.wall_time, r.timings, r.computed, r.offered = (costs.wall_time, costs.timings,
+                                                             costs.computed, costs.offered)
+            r.obs_stats, r.comm_bytes = costs.obs_stats, costs.comm_bytes
+        out.append(r)
+    return out
+
+
 class _Subset:
     def __init__(self, pool, slots: SlotParams):
         self.pool, self.params, self.slots = pool, slots, Slots(slots.num_rows)
@@ -113,6 +148,8 @@ class _Subset:
         self.obs: np.ndarray | None = None  # [slots, *obs_shape] latest observations
         self.seed = np.zeros(slots.num_rows, dtype=np.int64)  # [slots] episode seed
         self.sampled = np.zeros(slots.num_rows, dtype=bool)  # [slots] feeds the obs stats
+        self.training = np.zeros(slots.num_rows, dtype=bool)  # [slots] gets action noise
+        self.cap = np.zeros(slots.num_rows, dtype=np.int64)  # [slots] its episode's step cap
 
 
 class Evaluator:
@@ -186,8 +223,17 @@ class Evaluator:
         observation statistics in ``EvalResult.obs_stats`` for the caller to merge (a
         distributed driver merges every worker's in member order).
         """
-        members = np.arange(len(pop)) if indices is None else np.asarray(indices, dtype=np.int64)
-        run = _Run(self, pop, members, on_episode, episode_cap or self.episode_cap)
+        return self.evaluate_jobs([Job(pop, indices, episode_cap)], on_episode, merge_stats)[0]
+
+    def evaluate_jobs(self, jobs: list[Job], on_episode: Callable | None = None,
+                      merge_stats: bool = True) -> list[EvalResult]:
+        """``evaluate`` for several populations in one pass: their episodes share the slots,
+        so a small job (an ES centre's episodes, a test phase) fills slots that a lone
+        pass would leave idle. Each episode is what it would be alone (seeded by its own
+        population's generation, phase and member; its own cap; action noise and
+        observation statistics only in training jobs, of which there is at most one).
+        Returns one result per job (``pass_results``: the pass's costs on the first)."""
+        run = _Run(self, jobs, on_episode)
         for sub in self.subsets:
             sub.slots = Slots(sub.params.num_rows)
             self._refill(run, sub, np.arange(sub.params.num_rows))
@@ -202,41 +248,45 @@ class Evaluator:
                 elif sub.in_flight:
                     self._collect(run, sub)
                 else:
+                    run.offered += sub.params.num_rows  # a round with this subset idle
                     continue
                 if sub.resetting is None and sub.slots.count:
                     self._act(run, sub)
         if run.stats and merge_stats:
             obsstats.merge(self.obs_norm, run.stats)
-        return EvalResult(run.fitness, run.steps, int(run.steps.sum()) * self.frameskip,
-                          time.perf_counter() - run.start, run.clock.totals(), run.computed,
-                          run.offered, run.stats)
+        costs = EvalResult(run.fitness, run.steps, 0, time.perf_counter() - run.start,
+                           run.clock.totals(), run.computed, run.offered, run.stats)
+        return pass_results(jobs, run.fitness, run.steps, self.frameskip, costs)
 
     def _refill(self, run: _Run, sub: _Subset, free: np.ndarray) -> None:
         """Give free envs the next members and restart them from their seeds."""
         mask = np.zeros(len(sub.slots.member), dtype=bool)
         seeds = []
         for env in free:
-            if run.next_member >= len(run.members):
+            if run.next_member >= len(run.job_of):
                 if sub.slots.member[env] != IDLE:
                     move = sub.slots.stop(env)
                     if move:
                         sub.params.move(*move)
                 continue
             t = run.clock.mark()
-            member = int(run.members[run.next_member])
-            row = sub.slots.start(env, run.next_member)
-            parts = run.pop.member_parts(member, self.device)
+            n = run.next_member
+            j, member = run.job_of[n], int(run.member_of[n])
+            job = run.jobs[j]
+            row = sub.slots.start(env, n)
+            parts = job.pop.member_parts(member, self.device)
             if parts is not None:  # one fused perturbation into the slot's storage
                 sub.params.load_perturbed(row, *parts)
             else:
-                sub.params.load(row, run.pop.member_params(member, self.device))
+                sub.params.load(row, job.pop.member_params(member, self.device))
             self.policy.prepare(sub.params.layers, row)
             run.clock.add("decode", t, run.clock.mark())
             mask[env] = True
-            seed = episode_seed(self.seed, run.pop.generation, run.pop.phase, member)
+            seed = episode_seed(self.seed, job.pop.generation, job.pop.phase, member)
             seeds.append(seed)
-            sub.seed[env] = seed
-            sub.sampled[env] = (run.training and run.normalize is not None
+            training = run.training[j]
+            sub.seed[env], sub.training[env], sub.cap[env] = seed, training, run.caps[j]
+            sub.sampled[env] = (training and run.normalize is not None
                                 and sampled(seed, self.obs_stats_fraction))
             run.next_member += 1
         if not mask.any():
@@ -271,19 +321,21 @@ class Evaluator:
         t0 = run.clock.mark()
         rows = sub.obs[envs]  # [count, *obs_shape]
         for k in np.flatnonzero(sub.sampled[envs]):  # a few episodes feed the statistics
-            obsstats.add(run.stats, int(run.members[sub.slots.member[envs[k]]]), rows[k])
+            obsstats.add(run.stats, int(run.member_of[sub.slots.member[envs[k]]]), rows[k])
         obs = torch.from_numpy(rows).to(self.device, non_blocking=True)
         if run.normalize is not None:
             obs = run.normalize(obs)
         t1 = run.clock.mark()
         out = self.policy.forward(sub.params.prefix(count), obs)  # [count, outputs]
         t2 = run.clock.mark()
-        noise = None
-        if run.training and self.action_noise and not self.env.action.discrete:
-            noise = self.action_noise * step_normals(sub.seed[envs], sub.slots.steps[envs],
-                                                     out.shape[1])
+        noise = noisy = None
+        if self.action_noise and not self.env.action.discrete:
+            noisy = np.flatnonzero(sub.training[envs])  # rows of training episodes
+            if len(noisy):
+                noise = self.action_noise * step_normals(
+                    sub.seed[envs[noisy]], sub.slots.steps[envs[noisy]], out.shape[1])
         actions = np.zeros((len(sub.slots.member), *self.action_shape), self.action_dtype)
-        actions[envs] = to_actions(out, self.env.action, noise)  # idle envs: zeros
+        actions[envs] = to_actions(out, self.env.action, noise, noisy)  # idle envs: zeros
         t3 = run.clock.mark()
         run.clock.add("h2d", t0, t1)
         run.clock.add("forward", t1, t2)
@@ -302,13 +354,13 @@ class Evaluator:
         sub.in_flight = False
         t1 = time.perf_counter()
         run.clock.add("env_wait", t, t1)
-        ended = sub.slots.step(rewards, done, run.episode_cap)
+        ended = sub.slots.step(rewards, done, sub.cap)
         for env in ended:
             m = sub.slots.member[env]
             run.fitness[m], run.steps[m] = sub.slots.ret[env], sub.slots.steps[env]
             run.finished += 1
             if run.on_episode is not None:
-                run.on_episode(run.finished, len(run.members), run.fitness[m],
+                run.on_episode(run.finished, len(run.job_of), run.fitness[m],
                                run.steps[m] * self.frameskip)
         run.clock.add("bookkeeping", t1, time.perf_counter())
         if len(ended):
@@ -316,21 +368,28 @@ class Evaluator:
 
 
 class _Run:
-    """The state of one ``Evaluator.evaluate`` call: its members, results and counters."""
+    """The state of one ``Evaluator.evaluate_jobs`` call: its members, results and counters.
+    Episode ``n`` of the pass is member ``member_of[n]`` of job ``job_of[n]``."""
 
-    def __init__(self, ev: Evaluator, pop, members: np.ndarray, on_episode,
-                 episode_cap: int | None):
-        self.pop, self.members, self.on_episode = pop, members, on_episode
-        self.episode_cap = episode_cap
-        self.training = pop.phase == "train" and getattr(pop, "budgeted", True)
+    def __init__(self, ev: Evaluator, jobs: list[Job], on_episode):
+        self.jobs, self.on_episode = jobs, on_episode
+        members = [job.members() for job in jobs]
+        self.member_of = np.concatenate(members) if members else np.zeros(0, np.int64)
+        self.job_of = np.repeat(np.arange(len(jobs)), [len(m) for m in members])
+        no_cap = np.iinfo(np.int64).max
+        self.caps = [job.episode_cap or ev.episode_cap or no_cap for job in jobs]
+        self.training = [job.pop.phase == "train" and getattr(job.pop, "budgeted", True)
+                         for job in jobs]
+        if sum(self.training) > 1:
+            raise StateError("evaluate_jobs got more than one training population; their "
+                             "observation statistics would mix: evaluate them one by one")
         self.normalize = ev.obs_norm.frozen(ev.device) if ev.obs_norm is not None else None
         self.stats: dict[int, list] = {}  # member -> [sum, sumsq, count] of its observations
-        self.fitness = np.zeros(len(members))
-        self.steps = np.zeros(len(members), dtype=np.int64)
+        self.fitness = np.zeros(len(self.job_of))
+        self.steps = np.zeros(len(self.job_of), dtype=np.int64)
         self.clock = StageClock(ev.device)
         self.computed = self.offered = self.next_member = self.finished = 0
         self.start = time.perf_counter()
-
 
 
 def default_layout(population_size: int, device: torch.device, kind: str = "atari"

@@ -71,6 +71,12 @@ class Optimizer:
         generation, outside the budget; None while there is none. Changes no state."""
         raise NotImplementedError
 
+    def center_population(self) -> Population | None:
+        """Copies of the current centre for the row's ``center_score`` (ES), as phase
+        ``"validate"`` of the last finished generation, outside the budget; None: no centre
+        to score. Changes no state."""
+        return None
+
     # -- the generation ----------------------------------------------------------------
     def rng(self, phase: str = "train") -> np.random.Generator:
         """This generation's random stream; the same counters always give the same draws."""

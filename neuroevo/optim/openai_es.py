@@ -36,8 +36,6 @@ class ESState:
     adam: AdamState
     generation: int = 0
     best_fitness: float = float("-inf")
-    phase: str = "train"  # "validate": the centre's logging episodes come next
-    center_score: float | None = None  # mean return of the latest centre evaluation
 
 
 class OpenAIES(Optimizer):
@@ -51,10 +49,10 @@ class OpenAIES(Optimizer):
         lr, l2: Adam step size and L2 coefficient (paper: 0.01, 0.005).
         beta1, beta2, eps: Adam's constants (paper's code: 0.9, 0.999, 1e-8).
         shaping: ``"centered_ranks"`` (paper) or ``"none"`` (raw returns).
-        center_episodes: after each update, a ``"validate"`` phase runs the new centre on
-            this many episodes, for logging only (``center_score``; the paper's evaluation
-            of the current policy); it changes nothing, and its episodes are outside the
-            frame budget (``Population.budgeted`` is False). 0 skips it.
+        center_episodes: the size of ``center_population()``: after each update, the
+            training loop scores the new centre on this many episodes, for logging only
+            (``center_score``; the paper's evaluation of the current policy). It changes
+            nothing, and its episodes are outside the frame budget. 0: none.
         seed, noise, nonfinite: as for ``GA``.
     """
 
@@ -91,22 +89,32 @@ class OpenAIES(Optimizer):
 
     def _ask(self) -> Population:
         center = self.state.center.clone()  # the population keeps the centre it was drawn at
-        if self.state.phase == "validate":
-            # sign 0 decodes to the centre itself, bit for bit
-            return Population([Perturbation(0, 0)] * self.center_episodes, self.state.generation,
-                              "validate", lambda device: PerturbationDecoder(
-                                  self.noise, center, self.sigma, device), budgeted=False)
         seeds = self.rng().integers(0, SEED_BOUND, self.population_size // 2)
         genomes = [Perturbation(int(k), sign) for k in seeds for sign in (1, -1)]
         return Population(genomes, self.state.generation, "train",
                           lambda device: PerturbationDecoder(self.noise, center, self.sigma,
                                                              device))
 
-    def test_population(self, episodes: int) -> Population:
+    def _copies(self, episodes: int, phase: str) -> Population:
+        """``episodes`` copies of the centre (sign 0 decodes to it bit for bit), as phase
+        ``phase`` of the last finished generation, outside the budget."""
         center = self.state.center.clone()
         return Population([Perturbation(0, 0)] * episodes, max(self.state.generation - 1, 0),
-                          "test", lambda device: PerturbationDecoder(
+                          phase, lambda device: PerturbationDecoder(
                               self.noise, center, self.sigma, device), budgeted=False)
+
+    def test_population(self, episodes: int) -> Population:
+        return self._copies(episodes, "test")
+
+    def center_population(self) -> Population | None:
+        return self._copies(self.center_episodes, "validate") if self.center_episodes else None
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        # Checkpoints written before the centre's episodes left ask/tell also hold its phase
+        # (always "train" at a generation's end, where checkpoints are taken) and score.
+        state = {k: v for k, v in state_dict["state"].items()
+                 if k not in ("phase", "center_score")}
+        super().load_state_dict({**state_dict, "state": state})
 
     def gradient(self, pop: Population, fitness: np.ndarray) -> torch.Tensor:
         """The ascent direction ``g`` of the paper for the members of ``pop``."""
@@ -120,17 +128,10 @@ class OpenAIES(Optimizer):
 
     def _tell(self, pop: Population, fitness: np.ndarray) -> tuple[dict, bool]:
         s = self.state
-        if s.phase == "validate":
-            s.phase, s.center_score = "train", float(fitness.mean())
-            return {"center_score": s.center_score}, True
         g = self.gradient(pop, fitness)
         new = adam_step(s.center, -g + self.l2 * s.center, s.adam, self.lr, self.beta1,
                         self.beta2, self.eps)
         update_ratio = float((new - s.center).norm() / s.center.norm().clamp_min(1e-12))
         s.center = new
-        metrics = {"grad_norm": float(g.norm()), "update_ratio": update_ratio,
-                   "center_norm": float(new.norm())}
-        if self.center_episodes:
-            s.phase = "validate"
-            return metrics, False
-        return metrics, True
+        return {"grad_norm": float(g.norm()), "update_ratio": update_ratio,
+                "center_norm": float(new.norm())}, True

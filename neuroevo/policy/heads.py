@@ -10,15 +10,21 @@ import torch
 from neuroevo.spaces import ActionSpace
 
 
-def to_actions(out: torch.Tensor, space: ActionSpace, noise: np.ndarray | None = None
-               ) -> np.ndarray:
+def to_actions(out: torch.Tensor, space: ActionSpace, noise: np.ndarray | None = None,
+               rows: np.ndarray | None = None) -> np.ndarray:
     """``[N, outputs]`` network outputs -> ``[N]`` int32 actions or ``[N, dims]`` float32;
-    ``noise`` (``[N, dims]``, box only) is added before clipping."""
+    ``noise`` (box only) is added before clipping: ``[N, dims]``, or ``[len(rows), dims]``
+    for the ``rows`` that get it (in float64 either way, so a row's action does not depend
+    on which other rows are noisy)."""
     if space.discrete:
         return out.argmax(1).cpu().numpy().astype(np.int32)  # sync: the envs need the actions
     chosen = out.cpu().numpy()  # sync: as above
     if noise is not None:
-        chosen = chosen + noise
+        if rows is None:
+            chosen = chosen + noise
+        else:
+            chosen = chosen.astype(np.float64)
+            chosen[rows] += noise
     low, high = space.bounds()
     return np.clip(chosen, low, high).astype(np.float32)
 

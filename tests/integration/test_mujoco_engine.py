@@ -63,9 +63,8 @@ def test_es_episodes_equal_a_naive_loop_over_gymnasium():
     torch.testing.assert_close(norm.sum, before["sum"] + seen.sum(0), rtol=1e-7, atol=1e-6)
     torch.testing.assert_close(norm.sumsq, before["sumsq"] + (seen**2).sum(0), rtol=1e-7,
                                atol=1e-6)
-    center = built.optimizer.tell(result.fitness)
-    assert not center["generation_done"]  # the centre's own episodes come next
-    pop = built.optimizer.ask()
+    assert built.optimizer.tell(result.fitness)["generation_done"]
+    pop = built.optimizer.center_population()  # the updated centre's logging episodes
     assert pop.phase == "validate" and not pop.budgeted and len(pop) == 5
     assert torch.equal(pop.member_params(0), built.optimizer.center)
     count = norm.count
@@ -75,9 +74,37 @@ def test_es_episodes_equal_a_naive_loop_over_gymnasium():
                                episode_seed(3, pop.generation, "validate", 0),
                                norm.frozen("cpu"), 0.0)  # and carry no action noise
     assert result.fitness[0] == pytest.approx(ret, rel=1e-5, abs=1e-4)
-    metrics = built.optimizer.tell(result.fitness)
-    assert metrics["center_score"] == pytest.approx(result.fitness.mean())
     built.evaluator.close()
+
+
+def test_a_shared_pass_gives_each_job_what_it_gets_alone():
+    """The next generation's training episodes (action noise, statistics) and the centre's
+    and a test phase's logging episodes in one pass over 2 subsets of 3 slots: each
+    episode equals its lone evaluation bit for bit, and only training feeds the statistics."""
+    from neuroevo.engine.pipeline import Job
+
+    built = build(_config(**{"engine.subsets": 2, "engine.slots": 3,
+                             "env.obs_stats_fraction": 0.5}))
+    ev, es = built.evaluator, built.optimizer
+    es.tell(ev.evaluate(es.ask()).fitness)
+    jobs = [Job(es.ask()), Job(es.center_population()), Job(es.test_population(3), None, 40)]
+    before = ev.obs_norm.state_dict()
+    shared = ev.evaluate_jobs(jobs)
+    after = ev.obs_norm.state_dict()
+    alone, stats = [], []
+    for j in jobs:  # each alone, with the normaliser the shared pass had
+        ev.obs_norm.load_state_dict(before)
+        alone.append(ev.evaluate(j.pop, episode_cap=j.episode_cap))
+        stats.append(ev.obs_norm.state_dict())
+    for s, a in zip(shared, alone, strict=True):
+        assert np.array_equal(s.fitness, a.fitness) and np.array_equal(s.steps, a.steps)
+        assert s.frames == a.frames
+    assert shared[2].steps.max() <= 40  # the test job's own cap
+    assert after["count"] > before["count"]
+    assert all(torch.equal(after[k], stats[0][k]) for k in ("sum", "sumsq"))  # training's
+    assert all(torch.equal(before[k], stats[i][k]) for i in (1, 2) for k in ("sum", "sumsq"))
+    assert shared[0].wall_time > 0 and shared[1].wall_time == shared[2].wall_time == 0
+    ev.close()
 
 
 def _run(subsets=2, slots=3, centre_episodes=2, workers=1):
@@ -108,3 +135,38 @@ def test_centre_episodes_are_logged_apart_and_change_nothing():
     assert torch.equal(center, center0)
     assert all(r["eval_frames"] > 0 and "center_score" in r for r in rows)
     assert all("eval_frames" not in r and "center_score" not in r for r in plain)
+
+
+class OneByOne:
+    """An evaluator without ``evaluate_jobs``, as Ray's: each population has a pass of its own
+    (what every evaluator did before logging episodes shared the next generation's pass)."""
+
+    def __init__(self, evaluator):
+        self.evaluator = evaluator
+
+    def evaluate(self, pop, on_episode=None, episode_cap=None):
+        return self.evaluator.evaluate(pop, on_episode, episode_cap=episode_cap)
+
+
+def test_logging_episodes_in_the_next_pass_leave_every_row_as_it_was():
+    from neuroevo.loop import Budget, Tests, generations
+
+    keys = ("generation", "frames", "episodes", "fitness_mean", "fitness_max", "center_score",
+            "eval_frames", "test_score", "test_score_std", "test_episodes", "test_frames")
+    cfg = _config(**{"engine.subsets": 2, "engine.slots": 3, "algo.validation_episodes": 2,
+                     "algo.test_episodes": 2, "algo.test_every": 2})
+    histories, centers = [], []
+    for wrap in (lambda ev: ev, OneByOne):
+        built = build(cfg)
+        rows = generations(built.optimizer, wrap(built.evaluator), Budget(generations=3),
+                           tests=Tests.of(built.config))
+        built.evaluator.close()
+        histories.append(rows)
+        centers.append(built.optimizer.center)
+    shared, alone = histories
+    assert [[r.get(k) for k in keys] for r in shared] == [[r.get(k) for k in keys] for r in alone]
+    assert [("test_score" in r) for r in shared] == [False, True, True]  # every 2, and the last
+    assert all("center_score" in r and r["eval_frames"] > 0 for r in shared)
+    assert torch.equal(*centers)
+    # the centre's 2 episodes fill slots of the next pass instead of a pass of their own
+    assert np.mean([r["occupancy"] for r in shared]) > np.mean([r["occupancy"] for r in alone])

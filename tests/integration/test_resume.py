@@ -104,6 +104,36 @@ def test_resume_es_on_mujoco_keeps_the_observation_statistics(tmp_path):
     assert saved.mean.shape == (11,) and saved.clip == 5.0 and not saved.arch["discrete"]
 
 
+def test_resume_es_after_kill_9_finishes_the_row_its_checkpoint_held(tmp_path):
+    """An ES row waits for its centre's episodes, which run in the next generation's pass: a
+    checkpoint holds that row, and the resume after kill -9 finishes it as a straight run."""
+    hopper = ["--env", "Hopper-v5", "--population", "6", "--device", "cpu", "--set",
+              "net.hidden=16,16", "--set", "algo.validation_episodes=2", "--set",
+              "algo.test_episodes=2", "--set", "algo.test_every=2", "--no-progress"]
+    assert neuroevo("run", "es", *hopper, "--generations", "5", "--run-dir", "a",
+                    cwd=tmp_path).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "neuroevo", "run", "es", *hopper,
+                             "--generations", "5", "--run-dir", "b"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from neuroevo.checkpoint import RunDir
+
+    run_dir = RunDir(str(tmp_path / "b"))
+    deadline = time.time() + 300
+    while time.time() < deadline and not run_dir.has_checkpoint():
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    state = run_dir.load()
+    pending = state["totals"].pending
+    if state["totals"].generation < 5:  # killed mid-run, as intended
+        assert pending["generation"] == state["totals"].generation - 1
+        assert "center_score" not in pending and len(state["history"]) == pending["generation"]
+    out = neuroevo("resume", "b", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert rows(tmp_path / "b") == rows(tmp_path / "a")
+    assert RunDir(str(tmp_path / "b")).load()["totals"].pending is None
+
+
 def test_resume_es_with_vbn_on_atari_equals_an_uninterrupted_run(tmp_path):
     """OpenAI-ES on Atari (small net with virtual batch normalisation), test phases on: the
     checkpoint and the exported policy carry the reference batch, and a resume whose batch

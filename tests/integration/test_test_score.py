@@ -29,11 +29,14 @@ def test_each_phase_has_its_own_range_of_seeds():
 
 
 class Elites(Callback):
-    def __init__(self):
-        self.elites, self.optimizer = [], None
+    """The elite after each generation (the state at each boundary: rows may finish later)."""
 
-    def generation(self, row, totals, history):
-        self.elites.append(self.optimizer.decoder().decode(self.optimizer.elite).clone())
+    def __init__(self):
+        self.elites, self.optimizer = {}, None
+
+    def checkpoint(self, totals, history):
+        self.elites[totals.generation - 1] = self.optimizer.decoder().decode(
+            self.optimizer.elite).clone()
 
 
 def play_by_hand(policy, params, seed: int) -> tuple[float, int]:

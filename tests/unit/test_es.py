@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from neuroevo import NoiseTable, OpenAIES
+from neuroevo.dist.replica import fingerprint
 
 
 def test_sphere_100d_from_100_to_below_1e_2():
@@ -55,22 +56,23 @@ def test_raw_shaping_uses_returns_as_given():
     assert torch.allclose(es.gradient(pop, np.array([5.0, 1.0])), (5.0 - 1.0) * e / 2)
 
 
-def test_centre_episodes_evaluate_the_updated_centre_and_change_nothing():
+def test_centre_population_is_the_updated_centre_and_asking_it_changes_nothing():
     noise = NoiseTable(seed=2, size=1 << 12)
     plain = OpenAIES(center=torch.ones(5), population_size=4, seed=1, noise=noise)
     es = OpenAIES(center=torch.ones(5), population_size=4, seed=1, noise=noise,
                   center_episodes=3)
-    for _ in range(2):
+    assert plain.center_population() is None
+    for generation in range(2):
         f = [1.0, 4.0, 2.0, 3.0]
         plain.ask()
         plain.tell(f)
         assert es.ask().phase == "train"
-        assert not es.tell(f)["generation_done"]
-        pop = es.ask()
+        assert es.tell(f)["generation_done"]  # the centre's episodes are no phase of ask/tell
+        pop = es.center_population()
         assert pop.phase == "validate" and not pop.budgeted and len(pop) == 3
+        assert pop.generation == generation  # seeded as the generation that made it
         assert all(torch.equal(p, es.center) for p in pop.params())
-        assert es.state.generation == plain.state.generation - 1
-        metrics = es.tell([1.0, 2.0, 6.0])
-        assert metrics["generation_done"] and metrics["center_score"] == 3.0
+        assert es.state.generation == plain.state.generation
         assert torch.equal(es.center, plain.center) and es.ask().phase == "train"
-    assert es.state.best_fitness == 4.0  # centre episodes are not training episodes
+        assert fingerprint(es, None) == fingerprint(plain, None)
+    assert es.state.best_fitness == 4.0
