@@ -85,6 +85,8 @@ def make_optimizer(cfg: Config, policy: BatchedPolicy):
         raise UnknownName("algorithm", a.name, OPTIMIZERS)
     spec = policy.spec
     common = dict(population_size=a.population, seed=cfg.seed)
+    if a.rank:
+        common.update(rank=a.rank, shapes=[e.shape for e in spec])
     if a.sigma is not None:
         common["sigma"] = a.sigma
     if a.name == "es":

@@ -44,6 +44,8 @@ class AlgoConfig(_Section):
     test_episodes: int = 10  # the papers' test score: episodes of the elite (ES: the centre)
     # outside the budget (paper: 200; 0: no test phase)
     test_every: int = 10  # generations between test phases; the last generation is tested too
+    rank: int = 0  # ES/GA: perturb each weight matrix by a rank-r product (EGGROLL,
+    # neuroevo.lowrank); 0: full rank, as the papers
 
 
 @dataclass
@@ -263,9 +265,9 @@ def load(path: str) -> Config:
 # Keys each algorithm reads; any other algo.* key set away from its default is a mistake.
 _TESTS = {"test_episodes", "test_every"}
 ALGO_KEYS = {"ga": {"population", "sigma", "truncation", "elite_candidates",
-                    "validation_episodes", *_TESTS},
+                    "validation_episodes", "rank", *_TESTS},
              "rs": {"population", "elite_candidates", "validation_episodes", *_TESTS},
-             "es": {"population", "sigma", "lr", "l2", "validation_episodes", *_TESTS}}
+             "es": {"population", "sigma", "lr", "l2", "validation_episodes", "rank", *_TESTS}}
 ATARI_KEYS = {"game", "sticky_actions", "noop_max", "frameskip"}  # unused by gymnasium ids
 RAY_KEYS = {"ray_address", "ray_actors", "ray_timeout"}  # used only with engine.backend=ray
 RAY_ADDRESS = re.compile(r"^(|auto|(ray://)?[^\s:/]+:\d{1,5})$")
@@ -286,6 +288,7 @@ def _ranges(cfg: Config) -> list[tuple[str, object, bool, str]]:
         ("algo.l2", a.l2, a.l2 >= 0, ">= 0"),
         ("algo.test_episodes", a.test_episodes, a.test_episodes >= 0, ">= 0 (0: no test phase)"),
         ("algo.test_every", a.test_every, a.test_every >= 1, ">= 1 (generations)"),
+        ("algo.rank", a.rank, a.rank >= 0, ">= 0 (0: full rank)"),
         ("env.sticky_actions", e.sticky_actions, 0 <= e.sticky_actions <= 1, "in [0, 1]"),
         ("env.noop_max", e.noop_max, e.noop_max >= 0, ">= 0"),
         ("env.frameskip", e.frameskip, e.frameskip >= 1, ">= 1"),

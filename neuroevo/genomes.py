@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from neuroevo.errors import ConfigError
+from neuroevo.lowrank import LowRank
 from neuroevo.noise import NoiseTable
 
 SEED_BOUND = 1 << 32  # seeds are stored as uint32
@@ -94,8 +95,9 @@ class ChainDecoder:
     """
 
     def __init__(self, noise: NoiseTable, num_params: int, init_mean=None, init_std=1.0,
-                 cache_size: int = 64, device=None):
+                 cache_size: int = 64, device=None, lowrank: LowRank | None = None):
         self.noise, self.num_params, self.device = noise, num_params, torch.device(device or "cpu")
+        self.lowrank = lowrank  # mutations of rank r per matrix (``neuroevo.lowrank``); None: full
         self.init_mean = None if init_mean is None else torch.as_tensor(
             init_mean, dtype=torch.float32).to(self.device)
         self.init_std = torch.as_tensor(init_std, dtype=torch.float32).to(self.device)
@@ -121,7 +123,13 @@ class ChainDecoder:
 
     def _mutate(self, theta: torch.Tensor, mutation: tuple[int, float]) -> torch.Tensor:
         seed, sigma = mutation
-        return theta + self.noise.slice(seed, self.num_params, self.device) * sigma
+        return theta + self.mutation(seed) * sigma
+
+    def mutation(self, seed: int) -> torch.Tensor:
+        """``[D]`` noise of the mutation ``seed`` (before its sigma)."""
+        if self.lowrank is not None:
+            return self.lowrank.vector(self.noise, seed, self.device)
+        return self.noise.slice(seed, self.num_params, self.device)
 
     def parts(self, genome: SeedChain) -> tuple[torch.Tensor, int, float] | None:
         with self._lock:
@@ -136,7 +144,7 @@ class ChainDecoder:
         """``(base, offset, scale)`` with ``genome = base + noise[offset:offset+D] * scale``
         when ``genome``'s parent is cached (then a fused kernel can write it straight into
         slot storage), else None (use ``decode``)."""
-        if genome.parent is None or genome in self._cache:
+        if genome.parent is None or genome in self._cache or self.lowrank is not None:
             return None
         parent = self._lookup(genome.parent)
         if parent is None:
@@ -174,17 +182,24 @@ class ChainDecoder:
 class PerturbationDecoder:
     """Decodes ES members around a fixed centre on one device."""
 
-    def __init__(self, noise: NoiseTable, center: torch.Tensor, sigma: float, device=None):
+    def __init__(self, noise: NoiseTable, center: torch.Tensor, sigma: float, device=None,
+                 lowrank: LowRank | None = None):
         self.noise, self.sigma, self.device = noise, float(sigma), torch.device(device or "cpu")
         self.center = center.to(self.device, torch.float32)
         self.num_params = center.numel()
+        self.lowrank = lowrank  # perturbations of rank r per matrix; None: full rank
 
-    def parts(self, genome: Perturbation) -> tuple[torch.Tensor, int, float]:
+    def parts(self, genome: Perturbation) -> tuple[torch.Tensor, int, float] | None:
+        if self.lowrank is not None:
+            return None
         return (self.center, self.noise.offset(genome.seed, self.num_params),
                 genome.sign * self.sigma)
 
     def decode(self, genome: Perturbation) -> torch.Tensor:
-        eps = self.noise.slice(genome.seed, self.num_params, self.device)
+        if self.lowrank is not None:
+            eps = self.lowrank.vector(self.noise, genome.seed, self.device)
+        else:
+            eps = self.noise.slice(genome.seed, self.num_params, self.device)
         return self.center + eps * (genome.sign * self.sigma)
 
 

@@ -14,8 +14,9 @@ import dataclasses
 import numpy as np
 import torch
 
-from neuroevo.errors import CheckpointError, StateError, check_range
+from neuroevo.errors import CheckpointError, ConfigError, StateError, check_range
 from neuroevo.genomes import PHASES, Population
+from neuroevo.lowrank import LowRank
 from neuroevo.noise import NoiseTable, default_size
 from neuroevo.optim.shaping import NONFINITE_POLICIES, validate_fitness
 
@@ -32,6 +33,18 @@ def resolve_dims(num_params, center) -> tuple[int, torch.Tensor | None]:
     check_range("num_params", num_params, isinstance(num_params, int) and num_params >= 1,
                 "a positive integer (or pass an initial parameter tensor as center=)")
     return num_params, None
+
+
+def low_rank(rank: int, shapes, num_params: int) -> LowRank | None:
+    """The ``LowRank`` layout for ``rank`` (0: full rank, None) over ``shapes``, checked."""
+    check_range("rank", rank, isinstance(rank, int) and rank >= 0,
+                "an integer >= 0 (0: full rank)")
+    if rank == 0:
+        return None
+    if shapes is None:
+        raise ConfigError("rank > 0 needs shapes=, the parameter blocks' shapes in flat order "
+                          "(a policy's: [e.shape for e in policy.spec])")
+    return LowRank(shapes, rank, num_params)
 
 
 class Optimizer:
@@ -56,7 +69,13 @@ class Optimizer:
         check_range("noise table size", self.noise.size, self.noise.size >= num_params,
                     f">= num_params ({num_params}); build a larger NoiseTable")
         self.nonfinite = nonfinite
+        self.lowrank: LowRank | None = None  # set by algorithms with a rank= option
         self._pending: Population | None = None
+
+    @property
+    def rank(self) -> int:
+        """The perturbations' rank per matrix (0: full rank)."""
+        return self.lowrank.rank if self.lowrank is not None else 0
 
     # -- what subclasses provide -------------------------------------------------------
     def _ask(self) -> Population:
@@ -114,14 +133,14 @@ class Optimizer:
     def state_dict(self) -> dict:
         """Everything needed to continue bit for bit (a deep copy; tensors on the CPU)."""
         return {"algorithm": self.name, "num_params": self.num_params,
-                "noise": self.noise.spec,
+                "noise": self.noise.spec, "rank": self.rank,
                 "state": copy.deepcopy({f.name: getattr(self.state, f.name)
                                         for f in dataclasses.fields(self.state)})}
 
     def load_state_dict(self, state_dict: dict) -> None:
         for key, mine in (("algorithm", self.name), ("num_params", self.num_params),
-                          ("noise", self.noise.spec)):
-            if state_dict.get(key) != mine:
+                          ("noise", self.noise.spec), ("rank", self.rank)):
+            if state_dict.get(key, 0 if key == "rank" else None) != mine:
                 raise CheckpointError(f"state dict has {key}={state_dict.get(key)!r} but this "
                                       f"optimizer has {mine!r}; build the optimizer with the "
                                       "settings of the run that saved it")

@@ -34,7 +34,7 @@ import torch
 from neuroevo.errors import check_range
 from neuroevo.genomes import SEED_BOUND, ChainDecoder, Population, SeedChain
 from neuroevo.noise import NoiseTable
-from neuroevo.optim.base import Optimizer, resolve_dims
+from neuroevo.optim.base import Optimizer, low_rank, resolve_dims
 from neuroevo.optim.schedules import as_schedule
 from neuroevo.optim.shaping import top_k
 
@@ -70,6 +70,10 @@ class GA(Optimizer):
         noise: the shared ``NoiseTable`` (default: a table sized for D).
         nonfinite: ``"raise"`` on NaN/+inf fitness, or ``"worst"`` to score them -inf.
         cache_size: decoded parents kept per device (default 2T + 2).
+        rank, shapes: ``rank`` > 0 makes each mutation a rank-``rank`` product per matrix
+            block of ``shapes`` (flat order; biases at full rank), as ES's low-rank
+            perturbations (``neuroevo.lowrank``); the initial networks stay full rank.
+            0: full rank (the paper).
     """
 
     name = "ga"
@@ -78,9 +82,10 @@ class GA(Optimizer):
                  population_size: int = 1000, truncation: int = 20, sigma=0.002,
                  elite_candidates: int = 10, validation_episodes: int = 30, seed: int = 0,
                  noise: NoiseTable | None = None, nonfinite: str = "raise",
-                 cache_size: int | None = None):
+                 cache_size: int | None = None, rank: int = 0, shapes=None):
         num_params, self.center = resolve_dims(num_params, center)
         super().__init__(num_params, population_size, seed, noise, nonfinite)
+        self.lowrank = low_rank(rank, shapes, num_params)
         self.init_std = torch.as_tensor(init_std, dtype=torch.float32)
         check_range("init_std", init_std, self.init_std.numel() in (1, num_params) and
                     bool((self.init_std >= 0).all()) and bool(torch.isfinite(self.init_std).all()),
@@ -112,7 +117,8 @@ class GA(Optimizer):
         device = torch.device(device or "cpu")
         if device not in self._decoders:
             self._decoders[device] = ChainDecoder(self.noise, self.num_params, self.center,
-                                                  self.init_std, self.cache_size, device)
+                                                  self.init_std, self.cache_size, device,
+                                                  self.lowrank)
         return self._decoders[device]
 
     @property

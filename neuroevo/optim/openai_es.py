@@ -24,7 +24,7 @@ from neuroevo.errors import check_range
 from neuroevo.genomes import SEED_BOUND, Perturbation, PerturbationDecoder, Population
 from neuroevo.noise import NoiseTable
 from neuroevo.optim.adam import AdamState, adam_step
-from neuroevo.optim.base import Optimizer, resolve_dims
+from neuroevo.optim.base import Optimizer, low_rank, resolve_dims
 from neuroevo.optim.shaping import centered_ranks
 
 SHAPINGS = ("centered_ranks", "none")
@@ -53,6 +53,10 @@ class OpenAIES(Optimizer):
             training loop scores the new centre on this many episodes, for logging only
             (``center_score``; the paper's evaluation of the current policy). It changes
             nothing, and its episodes are outside the frame budget. 0: none.
+        rank, shapes: ``rank`` > 0 perturbs each matrix block of ``shapes`` (the parameter
+            blocks in flat order) by a rank-``rank`` product, as EGGROLL (Sarkar et al.
+            2025, arXiv 2511.16652; ``neuroevo.lowrank``), biases at full rank; the update
+            sums the members' factors in one product per matrix. 0: full rank (the paper).
         seed, noise, nonfinite: as for ``GA``.
     """
 
@@ -62,10 +66,11 @@ class OpenAIES(Optimizer):
                  population_size: int = 1000, sigma: float = 0.02, lr: float = 0.01,
                  l2: float = 0.005, beta1: float = 0.9, beta2: float = 0.999,
                  eps: float = 1e-8, shaping: str = "centered_ranks", center_episodes: int = 0,
-                 seed: int = 0,
+                 rank: int = 0, shapes=None, seed: int = 0,
                  noise: NoiseTable | None = None, nonfinite: str = "raise"):
         num_params, center = resolve_dims(num_params, center)
         super().__init__(num_params, population_size, seed, noise, nonfinite)
+        self.lowrank = low_rank(rank, shapes, num_params)
         check_range("population_size", population_size, population_size % 2 == 0,
                     "an even number (members come in antithetic pairs)")
         check_range("sigma", sigma, isinstance(sigma, (int, float)) and sigma > 0, "> 0")
@@ -93,7 +98,7 @@ class OpenAIES(Optimizer):
         genomes = [Perturbation(int(k), sign) for k in seeds for sign in (1, -1)]
         return Population(genomes, self.state.generation, "train",
                           lambda device: PerturbationDecoder(self.noise, center, self.sigma,
-                                                             device))
+                                                             device, self.lowrank))
 
     def _copies(self, episodes: int, phase: str) -> Population:
         """``episodes`` copies of the centre (sign 0 decodes to it bit for bit), as phase
@@ -101,7 +106,8 @@ class OpenAIES(Optimizer):
         center = self.state.center.clone()
         return Population([Perturbation(0, 0)] * episodes, max(self.state.generation - 1, 0),
                           phase, lambda device: PerturbationDecoder(
-                              self.noise, center, self.sigma, device), budgeted=False)
+                              self.noise, center, self.sigma, device, self.lowrank),
+                          budgeted=False)
 
     def test_population(self, episodes: int) -> Population:
         return self._copies(episodes, "test")
@@ -120,6 +126,9 @@ class OpenAIES(Optimizer):
         """The ascent direction ``g`` of the paper for the members of ``pop``."""
         shaped = centered_ranks(fitness) if self.shaping == "centered_ranks" else fitness
         weights = shaped[0::2] - shaped[1::2]
+        if self.lowrank is not None:  # one product of the stacked factors per matrix
+            seeds = [genome.seed for genome in pop.genomes[0::2]]
+            return self.lowrank.weighted_sum(self.noise, seeds, weights) / len(fitness)
         g = torch.zeros(self.num_params)
         # A fixed-order elementwise sum: the same result whatever the number of threads.
         for genome, w in zip(pop.genomes[0::2], weights, strict=True):
