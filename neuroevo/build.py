@@ -14,6 +14,7 @@ from neuroevo.envs.base import random_play
 from neuroevo.envs.spec import EnvSpec, env_spec
 from neuroevo.errors import CheckpointError, ConfigError, UnknownName
 from neuroevo.kernels import from_environment
+from neuroevo.lowrank import LowRank
 from neuroevo.noise import NoiseTable, default_size
 from neuroevo.optim import OPTIMIZERS
 from neuroevo.policy.batched import BatchedPolicy
@@ -141,8 +142,10 @@ def build(cfg: Config, local: bool = True) -> Built:
             "hidden": list(hidden), "discrete": a.discrete,
             "action_low": None if a.discrete else list(a.low),
             "action_high": None if a.discrete else list(a.high), "vbn": cfg.net.vbn}
+    lowrank = LowRank([e.shape for e in spec], cfg.algo.rank) if cfg.algo.rank else None
     policy = BatchedPolicy(template.to(device), spec, from_environment(device),
-                           reference_batch(env, cfg.seed, device) if cfg.net.vbn else None)
+                           reference_batch(env, cfg.seed, device) if cfg.net.vbn else None,
+                           lowrank)
     optimizer = make_optimizer(cfg, policy)
     if cfg.env.obs_norm == "on" and env.image:
         raise ConfigError("env.obs_norm=on needs vector observations, not images; use "

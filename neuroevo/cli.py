@@ -143,8 +143,9 @@ def _run(args) -> int:
         raise
     env = cfg.env.id or cfg.env.game
     print(f"neuroevo {neuroevo.__version__}: {cfg.algo.name} on {env}, "
-          f"{built.policy.spec.num_params:,} parameters, population {cfg.algo.population}, "
-          f"{_device_line(built)}, run dir {run_dir.path}", flush=True)
+          f"{built.policy.spec.num_params:,} parameters"
+          f"{f', rank {cfg.algo.rank}' if cfg.algo.rank else ''}, population "
+          f"{cfg.algo.population}, {_device_line(built)}, run dir {run_dir.path}", flush=True)
     _train(built, run_dir, Budget.of(cfg), Totals(), [],
            sys.stdout.isatty() and not args.no_progress)
     return 0

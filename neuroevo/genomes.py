@@ -135,6 +135,21 @@ class ChainDecoder:
         with self._lock:
             return self._parts(genome)
 
+    def lowrank_parts(self, genome: SeedChain) -> tuple:
+        """``(key, base, factors, scale)``: ``genome`` = its parent (the base, decoded once
+        and cached) plus ``scale`` times the low-rank perturbation of its last mutation; an
+        initial network is its own base, at scale 0."""
+        with self._lock:
+            if genome.parent is None:
+                key, seed, sigma = genome, 0, 0.0
+            else:
+                key, (seed, sigma) = genome.parent, genome.mutations[-1]
+            base = self._lookup(key)
+            if base is None:
+                base = self._decode(key)
+                self._remember(key, base)
+        return key, base, self.lowrank.factors(self.noise, seed, self.device), float(sigma)
+
     def decode(self, genome: SeedChain) -> torch.Tensor:
         """``[D]`` float32 parameters of ``genome``; never modify the result in place."""
         with self._lock:  # driver threads share a generation's decoder and its cache
@@ -195,6 +210,12 @@ class PerturbationDecoder:
         return (self.center, self.noise.offset(genome.seed, self.num_params),
                 genome.sign * self.sigma)
 
+    def lowrank_parts(self, genome: Perturbation) -> tuple:
+        """``(key, base, factors, scale)``: the centre (this decoder is its key) plus
+        ``sign * sigma`` times the low-rank perturbation ``seed``."""
+        return (self, self.center, self.lowrank.factors(self.noise, genome.seed, self.device),
+                genome.sign * self.sigma)
+
     def decode(self, genome: Perturbation) -> torch.Tensor:
         if self.lowrank is not None:
             eps = self.lowrank.vector(self.noise, genome.seed, self.device)
@@ -250,6 +271,15 @@ class Population(Sequence):
             return None
         base, offset, scale = parts
         return base, decoder.noise.table(decoder.device), offset, scale
+
+    def member_lowrank(self, i: int, device=None) -> tuple | None:
+        """``(key, base, factors, scale)`` of member ``i`` when its decoder perturbs at low
+        rank (``neuroevo.lowrank``; the slots of ``neuroevo.policy.lowrank`` take it), else
+        None."""
+        decoder = self.decoder(device)
+        if getattr(decoder, "lowrank", None) is None:
+            return None
+        return decoder.lowrank_parts(self.genomes[i])
 
     def params(self, device=None, indices=None) -> torch.Tensor:
         """``[P, D]`` float32 parameters of the members (all, or ``indices``) on ``device``."""

@@ -38,6 +38,7 @@ from neuroevo.envs.spec import EnvSpec
 from neuroevo.errors import ConfigError, StateError, WorkerError, check_range
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
 from neuroevo.policy.heads import to_actions
+from neuroevo.policy.lowrank import LowRankSlots
 from neuroevo.policy.obsnorm import ObsNorm
 
 
@@ -188,7 +189,7 @@ class Evaluator:
         self.action_noise = action_noise
         # One subset has nothing to compute while its envs step: it steps them itself.
         self.subsets = [_Subset(env.make_pool(slots, threads, inline=subsets == 1),
-                                SlotParams(policy.spec, slots, self.device, policy.kernels))
+                                policy.slot_storage(slots, self.device))
                         for _ in range(subsets)]
         if async_resets is None:
             async_resets = self.device.type != "cpu"
@@ -274,8 +275,12 @@ class Evaluator:
             j, member = run.job_of[n], int(run.member_of[n])
             job = run.jobs[j]
             row = sub.slots.start(env, n)
-            parts = job.pop.member_parts(member, self.device)
-            if parts is not None:  # one fused perturbation into the slot's storage
+            low = (job.pop.member_lowrank(member, self.device)
+                   if isinstance(sub.params, LowRankSlots) else None)
+            parts = None if low is not None else job.pop.member_parts(member, self.device)
+            if low is not None:  # the member's factors, its base shared
+                sub.params.load_lowrank(row, *low)
+            elif parts is not None:  # one fused perturbation into the slot's storage
                 sub.params.load_perturbed(row, *parts)
             else:
                 sub.params.load(row, job.pop.member_params(member, self.device))

@@ -17,6 +17,8 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from neuroevo.kernels import REFERENCE, Kernels, indexed_matmul, perturb_into
+from neuroevo.lowrank import LowRank
+from neuroevo.policy.lowrank import LowRankBatch, LowRankSlots
 from neuroevo.policy.nets import MLP, AtariNet, same_pad
 from neuroevo.policy.spec import ParamSpec
 from neuroevo.policy.vbn import fold, moments
@@ -98,8 +100,11 @@ class BatchedPolicy:
     (``neuroevo.kernels.select(device)``; the pure-torch reference by default)."""
 
     def __init__(self, template: nn.Module, spec: ParamSpec, kernels: Kernels = REFERENCE,
-                 reference_batch: torch.Tensor | None = None):
+                 reference_batch: torch.Tensor | None = None, lowrank: LowRank | None = None):
         self.template, self.spec, self.kernels = template, spec, kernels
+        # Low-rank slots for populations perturbed at low rank; MLPs only for now (the image
+        # nets take their members materialised, which is exact and as fast as full rank).
+        self.lowrank = lowrank if isinstance(template, MLP) else None
         self.vbn = bool(getattr(template, "vbn", False))
         if self.vbn and reference_batch is None:
             raise ValueError("a VBN net needs its reference batch (neuroevo.policy.vbn)")
@@ -130,10 +135,24 @@ class BatchedPolicy:
             return torch.stack(out)
         return self._ref(self.spec.unflatten(params), obs)
 
+    def slot_storage(self, num_rows: int, device=None) -> SlotParams | LowRankSlots:
+        """Slot storage for this policy's populations: factors and shared bases with
+        ``lowrank``, else per-slot weights."""
+        if self.lowrank is not None:
+            return LowRankSlots(self.spec, self.lowrank, num_rows, device)
+        return SlotParams(self.spec, num_rows, device, self.kernels)
+
     @torch.no_grad()
-    def forward(self, layers: dict[str, torch.Tensor], obs: torch.Tensor) -> torch.Tensor:
-        """``{name: [P, *shape]}`` (``SlotParams.prefix``, ``spec.unflatten``) -> ``[P, A]``."""
+    def forward(self, layers: dict[str, torch.Tensor] | LowRankBatch, obs: torch.Tensor
+                ) -> torch.Tensor:
+        """``{name: [P, *shape]}`` (``SlotParams.prefix``, ``spec.unflatten``) or a
+        ``LowRankBatch`` (``LowRankSlots.prefix``) -> ``[P, A]``."""
         t = self.template
+        if isinstance(layers, LowRankBatch):
+            x = obs.float().flatten(1)
+            for i in range(len(t.hidden)):
+                x = torch.tanh(layers.dense(x, f"hidden.{i}.weight", f"hidden.{i}.bias"))
+            return layers.dense(x, "out.weight", "out.bias")
         if obs.shape[0] == 1 and not self._batch_invariant():
             # A batch of one takes other conv/matmul kernels whose rounding differs; a batch
             # of two keeps a network's actions independent of how many slots are active.

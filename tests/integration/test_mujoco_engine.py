@@ -170,3 +170,35 @@ def test_logging_episodes_in_the_next_pass_leave_every_row_as_it_was():
     assert torch.equal(*centers)
     # the centre's 2 episodes fill slots of the next pass instead of a pass of their own
     assert np.mean([r["occupancy"] for r in shared]) > np.mean([r["occupancy"] for r in alone])
+
+
+@pytest.mark.parametrize("layout", [(2, 2, 1), (1, 3, 2)])
+def test_low_rank_es_does_not_depend_on_the_layout_and_equals_materialised_members(layout):
+    """ES at rank 1: the slots hold factors and share the centre; every episode is the same
+    whatever the subsets, slots and workers, and equals the materialised member's (the
+    full-rank slots) to float tolerance."""
+    from neuroevo.loop import Budget, generations
+    from neuroevo.policy.lowrank import LowRankSlots
+
+    def run(subsets, slots, workers, rank_slots=True):
+        built = build(_config(**{"algo.rank": 1, "engine.subsets": subsets,
+                                 "engine.slots": slots, "engine.workers": workers,
+                                 "algo.validation_episodes": 1}))
+        parts = getattr(built.evaluator, "parts", [built.evaluator])
+        assert all(isinstance(s.params, LowRankSlots) for p in parts for s in p.subsets)
+        if not rank_slots:  # the reference: every member materialised into per-slot weights
+            built.policy.lowrank = None
+            for p in parts:
+                for s in p.subsets:
+                    s.params = built.policy.slot_storage(s.params.num_rows)
+        rows = generations(built.optimizer, built.evaluator, Budget(generations=2))
+        built.evaluator.close()
+        return rows, built.optimizer.center
+
+    keys = ("fitness_mean", "fitness_max", "fitness_min", "center_score", "frames")
+    (rows, center), (rows2, center2) = run(1, 6, 1), run(*layout)
+    assert [[r[k] for k in keys] for r in rows] == [[r[k] for k in keys] for r in rows2]
+    assert torch.equal(center, center2)
+    materialised, _ = run(1, 6, 1, rank_slots=False)
+    for r, m in zip(rows, materialised, strict=True):
+        assert r["fitness_mean"] == pytest.approx(m["fitness_mean"], rel=1e-4)
