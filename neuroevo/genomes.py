@@ -140,15 +140,17 @@ class ChainDecoder:
         and cached) plus ``scale`` times the low-rank perturbation of its last mutation; an
         initial network is its own base, at scale 0."""
         with self._lock:
-            if genome.parent is None:
-                key, seed, sigma = genome, 0, 0.0
+            if genome.parent is None:  # not cached: only parents enter the cache
+                key, seed, sigma, base = genome, 0, 0.0, self._decode(genome)
             else:
                 key, (seed, sigma) = genome.parent, genome.mutations[-1]
-            base = self._lookup(key)
-            if base is None:
-                base = self._decode(key)
-                self._remember(key, base)
-        return key, base, self.lowrank.factors(self.noise, seed, self.device), float(sigma)
+                base = self._lookup(key)
+                if base is None:
+                    base = self._decode(key)
+                    self._remember(key, base)
+        # keyed by this decoder too: another run's equal genome is another network
+        return ((self, key), base, self.lowrank.factors(self.noise, seed, self.device),
+                float(sigma))
 
     def decode(self, genome: SeedChain) -> torch.Tensor:
         """``[D]`` float32 parameters of ``genome``; never modify the result in place."""

@@ -275,9 +275,10 @@ class Evaluator:
             j, member = run.job_of[n], int(run.member_of[n])
             job = run.jobs[j]
             row = sub.slots.start(env, n)
-            low = (job.pop.member_lowrank(member, self.device)
-                   if isinstance(sub.params, LowRankSlots) else None)
-            parts = None if low is not None else job.pop.member_parts(member, self.device)
+            lowrank_slots = isinstance(sub.params, LowRankSlots)
+            low = job.pop.member_lowrank(member, self.device) if lowrank_slots else None
+            # a full-rank member in low-rank slots is loaded whole (a base of its own)
+            parts = None if lowrank_slots else job.pop.member_parts(member, self.device)
             if low is not None:  # the member's factors, its base shared
                 sub.params.load_lowrank(row, *low)
             elif parts is not None:  # one fused perturbation into the slot's storage

@@ -140,8 +140,9 @@ class Optimizer:
     def load_state_dict(self, state_dict: dict) -> None:
         for key, mine in (("algorithm", self.name), ("num_params", self.num_params),
                           ("noise", self.noise.spec), ("rank", self.rank)):
-            if state_dict.get(key, 0 if key == "rank" else None) != mine:
-                raise CheckpointError(f"state dict has {key}={state_dict.get(key)!r} but this "
+            theirs = state_dict.get(key, 0 if key == "rank" else None)  # before ranks: 0
+            if theirs != mine:
+                raise CheckpointError(f"state dict has {key}={theirs!r} but this "
                                       f"optimizer has {mine!r}; build the optimizer with the "
                                       "settings of the run that saved it")
         self.state = type(self.state)(**copy.deepcopy(state_dict["state"]))

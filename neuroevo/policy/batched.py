@@ -182,7 +182,13 @@ class BatchedPolicy:
 
     def slot_layers(self, params: torch.Tensor) -> dict[str, torch.Tensor]:
         """``[P, D]`` flat parameters as ``forward`` takes them: ``spec.unflatten`` views, or,
-        with VBN, a prepared copy (``prepare``)."""
+        with VBN, a prepared copy (``prepare``); with ``lowrank``, low-rank slots holding
+        them (the evaluator's path for full members, so a replay equals its episode)."""
+        if self.lowrank is not None:
+            slots = self.slot_storage(params.shape[0], params.device)
+            for row in range(params.shape[0]):
+                slots.load(row, params[row])
+            return slots.prefix(params.shape[0])
         layers = self.spec.unflatten(params)
         if self.vbn:
             layers = {k: v.clone() for k, v in layers.items()}

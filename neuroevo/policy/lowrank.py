@@ -12,8 +12,10 @@ so a forward pass reads each base's weights once, not every member's. The base p
 GEMMs over chunks of exactly ``CHUNK`` rows (idle rows zero): a GEMM's rounding depends on
 its number of rows (measured on our CPUs: from 4 rows on it differs from 2 or 3), never on
 a row's position or neighbours, so a fixed row count keeps a network's outputs independent
-of how many slots run and of the layout. Only MLP policies (``neuroevo.policy.nets.MLP``)
-have this path; the others take the members materialised (``SlotParams``).
+of how many slots run and of the layout (measured on the CPU; on CUDA the batched
+products' kernels may depend on the batch size: a GPU check still to run). Only MLP
+policies (``neuroevo.policy.nets.MLP``) have this path; the others take the members
+materialised (``SlotParams``).
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ class LowRankSlots:
         self.scale[row] = scale * self.lowrank.scale
 
     def load(self, row: int, flat: torch.Tensor) -> None:
-        self._use(row, ("member", row, id(flat)), flat.clone())
+        self._use(row, object(), flat.clone())  # a key of its own: no other row shares it
         bases = self.bases[self.key[row]][1]
         for e, b in self.blocks:
             if not b.rank:

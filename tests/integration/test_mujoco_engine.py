@@ -202,3 +202,22 @@ def test_low_rank_es_does_not_depend_on_the_layout_and_equals_materialised_membe
     materialised, _ = run(1, 6, 1, rank_slots=False)
     for r, m in zip(rows, materialised, strict=True):
         assert r["fitness_mean"] == pytest.approx(m["fitness_mean"], rel=1e-4)
+
+
+def test_low_rank_ga_does_not_depend_on_the_layout():
+    """GA at rank 1: children in low-rank slots share their parents' bases; the rows are the
+    same for one subset of 8 slots and for two workers of 2 subsets of 2."""
+    from neuroevo.loop import Budget, generations
+
+    def run(subsets, slots, workers):
+        built = build(_config(**{"algo.name": "ga", "algo.rank": 1, "algo.population": 8,
+                                 "algo.elite_candidates": 2, "algo.validation_episodes": 1,
+                                 "engine.subsets": subsets, "engine.slots": slots,
+                                 "engine.workers": workers}))
+        rows = generations(built.optimizer, built.evaluator, Budget(generations=3))
+        built.evaluator.close()
+        return rows
+
+    keys = ("fitness_mean", "fitness_max", "elite_score", "frames")
+    assert [[r[k] for k in keys] for r in run(1, 8, 1)] == \
+        [[r[k] for k in keys] for r in run(2, 2, 2)]

@@ -97,3 +97,19 @@ def test_generation_zero_members_are_their_own_bases_and_full_members_load_too()
                                policy.reference(params, obs), rtol=1e-5, atol=1e-5)
     slots.move(5, 0)  # row 0's base is released when nothing uses it
     assert len(slots.bases) == 5
+
+
+def test_a_full_member_loaded_after_a_move_is_the_new_member():
+    """Each full member is a base of its own, whatever Python's ids of freed tensors are."""
+    policy, spec = policy_and(1)
+    obs = torch.randn(2, 11)
+    slots = policy.slot_storage(2)
+    for k in range(20):
+        slots.load(1, torch.full((spec.num_params,), 0.01 * k))
+        slots.move(1, 0)
+        new = torch.randn(spec.num_params) * 0.1
+        slots.load(1, new)
+        out = policy.forward(slots.prefix(2), obs)
+        torch.testing.assert_close(out[1], policy.reference(new[None], obs[1:])[0],
+                                   rtol=1e-5, atol=1e-5)
+    assert len(slots.bases) == 2
