@@ -93,6 +93,14 @@ def logged(key: str, r: EvalResult) -> dict:
             "test_episodes": len(r.fitness), "test_frames": r.frames}
 
 
+def finish(row: dict, logs: dict) -> dict:
+    """``row`` with its logging keys; frames outside the budget add up."""
+    out = {**row, **logs}
+    if "eval_frames" in row and "eval_frames" in logs:
+        out["eval_frames"] = row["eval_frames"] + logs["eval_frames"]
+    return out
+
+
 def evaluate_jobs(evaluator, jobs: list[Job], on_episode: Callable | None = None
                   ) -> list[EvalResult]:
     """``jobs`` in one pass where the evaluator can (``Evaluator.evaluate_jobs``). One that
@@ -217,7 +225,7 @@ def generations(optimizer, evaluator, budget: Budget, totals: Totals | None = No
         carried = waiting()
         while not budget.spent(totals):
             row, logs = one_generation(optimizer, evaluator, totals, on_episode, carried)
-            finished = [] if totals.pending is None else [{**totals.pending, **logs}]
+            finished = [] if totals.pending is None else [finish(totals.pending, logs)]
             totals.pending = row
             carried = waiting()
             if not carried:
@@ -227,9 +235,9 @@ def generations(optimizer, evaluator, budget: Budget, totals: Totals | None = No
         if totals.pending is not None:  # the last generation's logging episodes, alone
             results = (evaluate_jobs(evaluator, [job for _, job in carried], on_episode)
                        if carried else [])
-            row = dict(totals.pending)
+            row = totals.pending
             for (key, _), r in zip(carried, results, strict=True):
-                row.update(logged(key, r))
+                row = finish(row, logged(key, r))
                 totals.wall_time += r.wall_time
             row["wall_time"] = totals.wall_time
             totals.pending = None

@@ -73,13 +73,14 @@ class EvalResult:
     wall_time: float
     timings: dict = field(default_factory=dict)  # seconds per pipeline stage
     computed: int = 0  # network rows computed, summed over forward passes
-    offered: int = 0  # slots those forward passes had (computed + idle)
+    offered: int = 0  # slots of every subset, summed over the driver's rounds
     obs_stats: dict = field(default_factory=dict)  # member -> [sum, sumsq, count] (sampled)
     comm_bytes: int = 0  # bytes of messages between driver and workers (distributed only)
 
     @property
     def occupancy(self) -> float:
-        """The fraction of slots computed per forward pass, over every pass."""
+        """Slot-steps computed over slot-steps offered: every subset's slots at every round
+        of the driver, those idle or resetting included."""
         return self.computed / self.offered if self.offered else 0.0
 
     @classmethod
@@ -238,9 +239,11 @@ class Evaluator:
         for sub in self.subsets:
             sub.slots = Slots(sub.params.num_rows)
             self._refill(run, sub, np.arange(sub.params.num_rows))
+        slots = sum(sub.params.num_rows for sub in self.subsets)
         while any(sub.in_flight or sub.resetting for sub in self.subsets):
             if self._stop.is_set():  # Ctrl-C in the main thread while this is a driver thread
                 raise StateError("the evaluator was closed during an evaluation")
+            run.offered += slots  # a round: each subset steps at most once; idle slots count
             for i, sub in enumerate(self.subsets):
                 if sub.resetting is not None:
                     if not sub.resetting.done() and any(o.in_flight for o in self.subsets):
@@ -249,7 +252,6 @@ class Evaluator:
                 elif sub.in_flight:
                     self._collect(run, sub)
                 else:
-                    run.offered += sub.params.num_rows  # a round with this subset idle
                     continue
                 if sub.resetting is None and sub.slots.count:
                     self._act(run, sub)
@@ -347,7 +349,6 @@ class Evaluator:
         run.clock.add("forward", t1, t2)
         run.clock.add("d2h", t2, t3)
         run.computed += count
-        run.offered += len(actions)
         t = time.perf_counter()
         sub.pool.send(actions)  # a one-subset evaluator's envs step here, in this thread
         run.clock.add("env_wait", t, time.perf_counter())

@@ -104,6 +104,9 @@ def test_a_shared_pass_gives_each_job_what_it_gets_alone():
     assert all(torch.equal(after[k], stats[0][k]) for k in ("sum", "sumsq"))  # training's
     assert all(torch.equal(before[k], stats[i][k]) for i in (1, 2) for k in ("sum", "sumsq"))
     assert shared[0].wall_time > 0 and shared[1].wall_time == shared[2].wall_time == 0
+    # occupancy: every agent step is one computed row; every round offers all 2 x 3 slots
+    assert shared[0].computed == sum(int(r.steps.sum()) for r in shared)
+    assert shared[0].offered % 6 == 0 and shared[0].offered > shared[0].computed
     ev.close()
 
 
