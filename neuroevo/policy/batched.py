@@ -102,10 +102,10 @@ class BatchedPolicy:
     def __init__(self, template: nn.Module, spec: ParamSpec, kernels: Kernels = REFERENCE,
                  reference_batch: torch.Tensor | None = None, lowrank: LowRank | None = None):
         self.template, self.spec, self.kernels = template, spec, kernels
-        # Low-rank slots for populations perturbed at low rank; MLPs only for now (the image
-        # nets take their members materialised, which is exact and as fast as full rank).
-        self.lowrank = lowrank if isinstance(template, MLP) else None
         self.vbn = bool(getattr(template, "vbn", False))
+        # Low-rank slots for populations perturbed at low rank; with VBN (moments folded
+        # into each slot's weights) members are materialised instead.
+        self.lowrank = lowrank if not self.vbn and isinstance(template, (MLP, AtariNet)) else None
         if self.vbn and reference_batch is None:
             raise ValueError("a VBN net needs its reference batch (neuroevo.policy.vbn)")
         self.reference_batch = reference_batch  # [B, *obs] on the template's device
@@ -149,10 +149,7 @@ class BatchedPolicy:
         ``LowRankBatch`` (``LowRankSlots.prefix``) -> ``[P, A]``."""
         t = self.template
         if isinstance(layers, LowRankBatch):
-            x = obs.float().flatten(1)
-            for i in range(len(t.hidden)):
-                x = torch.tanh(layers.dense(x, f"hidden.{i}.weight", f"hidden.{i}.bias"))
-            return layers.dense(x, "out.weight", "out.bias")
+            return self._forward_lowrank(layers, obs)
         if obs.shape[0] == 1 and not self._batch_invariant():
             # A batch of one takes other conv/matmul kernels whose rounding differs; a batch
             # of two keeps a network's actions independent of how many slots are active.
@@ -173,6 +170,20 @@ class BatchedPolicy:
         else:
             return self._ref(layers, obs)
         return batched_dense(x, layers["out.weight"], layers["out.bias"], self.kernels)
+
+    def _forward_lowrank(self, batch: LowRankBatch, obs: torch.Tensor) -> torch.Tensor:
+        t = self.template
+        if isinstance(t, AtariNet):
+            x = obs.float() / 255.0
+            for i, (k, s) in enumerate(t.kernels):
+                x = F.relu(batch.conv(same_pad(x, k, s), f"convs.{i}.weight",
+                                      f"convs.{i}.bias", s))
+            x = F.relu(batch.dense(x.flatten(1), "fc.weight", "fc.bias"))
+        else:
+            x = obs.float().flatten(1)
+            for i in range(len(t.hidden)):
+                x = torch.tanh(batch.dense(x, f"hidden.{i}.weight", f"hidden.{i}.bias"))
+        return batch.dense(x, "out.weight", "out.bias")
 
     def _batch_invariant(self) -> bool:
         """Whether every layer runs the kernels, which compute each row on its own."""

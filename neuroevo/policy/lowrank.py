@@ -13,14 +13,17 @@ GEMMs over chunks of exactly ``CHUNK`` rows (idle rows zero): a GEMM's rounding 
 its number of rows (measured on our CPUs: from 4 rows on it differs from 2 or 3), never on
 a row's position or neighbours, so a fixed row count keeps a network's outputs independent
 of how many slots run and of the layout (measured on the CPU; on CUDA the batched
-products' kernels may depend on the batch size: a GPU check still to run). Only MLP
-policies (``neuroevo.policy.nets.MLP``) have this path; the others take the members
-materialised (``SlotParams``).
+products' kernels may depend on the batch size: a GPU check still to run). A conv layer is
+the base convolution plus the correction as a grouped convolution (r filters per row, B as
+``[r, C, kh, kw]``) and a 1x1 mix with A, both in chunks of ``CHUNK`` rows too. MLPs and
+the image nets without VBN have this path (VBN folds moments into each slot's weights:
+those members are materialised, ``SlotParams``).
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from neuroevo.lowrank import LowRank
 from neuroevo.policy.spec import ParamSpec
@@ -44,8 +47,8 @@ class LowRankSlots:
         z = dict(device=self.device)
         self.a = {e.name: torch.zeros(num_rows, b.out, b.rank, **z) for e, b in self.blocks
                   if b.rank}
-        self.b = {e.name: torch.zeros(num_rows, b.inner, b.rank, **z) for e, b in self.blocks
-                  if b.rank}
+        self.b = {e.name: torch.zeros(num_rows, b.rank, b.inner, **z) for e, b in self.blocks
+                  if b.rank}  # B transposed: each factor's column contiguous
         self.vectors = {e.name: torch.zeros(num_rows, *e.shape, **z) for e, b in self.blocks
                         if not b.rank}
         self.scale = torch.zeros(num_rows, **z)  # [rows] scale / sqrt(r) of the matrix terms
@@ -81,7 +84,7 @@ class LowRankSlots:
         for (e, b), f in zip(self.blocks, factors, strict=True):
             if b.rank:
                 self.a[e.name][row].copy_(f[0])
-                self.b[e.name][row].copy_(f[1])
+                self.b[e.name][row].copy_(f[1].T)
             else:
                 v = self.vectors[e.name][row]
                 torch.add(bases[e.name], f[0].view(e.shape), alpha=scale, out=v)
@@ -131,16 +134,62 @@ class LowRankBatch:
             else:
                 y.index_copy_(0, rows, prod)
         n = self.count
-        t = torch.bmm(x.unsqueeze(1), s.b[name][:n]) * s.scale[:n, None, None]  # [n, 1, r]
-        correction = torch.bmm(t, s.a[name][:n].transpose(1, 2)).squeeze(1)  # [n, out]
-        return y + correction + s.vectors[bias][:n]
+        t = (x.unsqueeze(1) * s.b[name][:n]).sum(2) * s.scale[:n, None]  # [n, r]
+        return y + mix(s.a[name][:n], t) + s.vectors[bias][:n]
+
+    def conv(self, x: torch.Tensor, name: str, bias: str, stride: int) -> torch.Tensor:
+        """``x[count, C, H, W]`` (padded already) through the rows' conv layer ``name``
+        (weights ``[O, C, k, k]``, perturbed as ``[O, C*k*k]``): the base convolution, plus
+        the correction as a grouped convolution with r filters per row (``B`` as
+        ``[r, C, k, k]``) and a 1x1 mix with ``A``."""
+        s, n = self.slots, self.count
+        y = None
+        for bases, rows in self.groups:
+            xs = x if rows is None else x.index_select(0, rows)
+            prod = chunked(xs, lambda chunk, w=bases[name]: F.conv2d(chunk, w, stride=stride))
+            if rows is None:
+                y = prod
+            else:
+                if y is None:
+                    y = x.new_empty(n, *prod.shape[1:])
+                y.index_copy_(0, rows, prod)
+        c, k = x.shape[1], s.spec[name].shape[-1]
+        r = s.b[name].shape[1]
+        xs = padded(x)
+        filters = padded(s.b[name][:n].reshape(n, r, c, k, k))
+        t = torch.cat([F.conv2d(xs[lo:lo + CHUNK].reshape(1, CHUNK * c, *x.shape[2:]),
+                                filters[lo:lo + CHUNK].reshape(CHUNK * r, c, k, k),
+                                stride=stride, groups=CHUNK).view(CHUNK, r, -1)
+                       for lo in range(0, len(xs), CHUNK)])[:n]  # [n, r, L]
+        t = t * s.scale[:n, None, None]
+        correction = mix(s.a[name][:n], t).view(y.shape)  # [n, O, H', W']
+        return y + correction + s.vectors[bias][:n, :, None, None]
+
+
+def mix(a: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """``sum_j a[:, :, j] * t[:, j]`` for ``a [n, out, r]`` and ``t [n, r, ...]``: elementwise
+    products added in a fixed order. A batched matmul would do it in one call, but its
+    rounding can change with the number of rows (measured for inner sizes from 2592 on)."""
+    shape = (*a.shape[:2], *([1] * (t.dim() - 2)))
+    out = a[:, :, 0].reshape(shape) * t[:, None, 0]
+    for j in range(1, a.shape[2]):
+        out = out + a[:, :, j].reshape(shape) * t[:, None, j]
+    return out
+
+
+def padded(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with zero rows appended up to a multiple of ``CHUNK`` rows."""
+    extra = -x.shape[0] % CHUNK
+    return torch.cat([x, x.new_zeros(extra, *x.shape[1:])]) if extra else x
+
+
+def chunked(x: torch.Tensor, op) -> torch.Tensor:
+    """``op`` over ``x``'s rows in chunks of exactly ``CHUNK`` (the last padded with zeros),
+    so that each row's rounding is the same whatever the number of rows is."""
+    xs = padded(x)
+    return torch.cat([op(xs[k:k + CHUNK]) for k in range(0, len(xs), CHUNK)])[:x.shape[0]]
 
 
 def chunked_mm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """``x[n, in] @ w[out, in].T`` as GEMMs of exactly ``CHUNK`` rows (the last padded with
-    zeros), so that each row's rounding is the same whatever ``n`` is."""
-    n = x.shape[0]
-    padded = -(-n // CHUNK) * CHUNK
-    if padded != n:
-        x = torch.cat([x, x.new_zeros(padded - n, x.shape[1])])
-    return torch.cat([x[k:k + CHUNK] @ w.T for k in range(0, padded, CHUNK)])[:n]
+    """``x[n, in] @ w[out, in].T`` as GEMMs of exactly ``CHUNK`` rows."""
+    return chunked(x, lambda chunk: chunk @ w.T)

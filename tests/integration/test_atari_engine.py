@@ -157,3 +157,17 @@ def test_vbn_engine_equals_a_naive_loop_in_any_layout():
         assert naive_episode(env, lambda obs, p=p: policy.reference(p, obs), seed) == \
             (a.fitness[i], a.steps[i]), i
     assert a.fitness.any() or a.steps.min() < CAP  # the comparison is not vacuous
+
+
+def test_low_rank_es_on_the_small_net_does_not_depend_on_the_layout():
+    """ES at rank 1 with the conv net: slots hold factors (the conv corrections grouped per
+    row); the rows are the same with 1 subset of 4 slots and with 2 subsets of 1 slot."""
+    from neuroevo import train
+
+    common = dict(algo__name="es", env__game="pong", net__name="small", algo__rank=1,
+                  algo__population=4, env__episode_cap=25, algo__validation_episodes=1,
+                  algo__test_episodes=0, engine__device="cpu", budget__generations=2, seed=1)
+    keys = ("fitness_mean", "fitness_max", "center_score", "frames")
+    a = train(**common, engine__subsets=1, engine__slots=4).history
+    b = train(**common, engine__subsets=2, engine__slots=1).history
+    assert [[r[k] for k in keys] for r in a] == [[r[k] for k in keys] for r in b]

@@ -37,8 +37,8 @@ def test_es_slots_equal_the_materialised_members(rank):
     assert isinstance(slots, LowRankSlots)
     fill(slots, pop, range(len(pop)), range(len(pop)))
     assert len(slots.bases) == 1  # one centre for the whole population
-    for t in (*slots.a.values(), *slots.b.values()):
-        assert t.shape[-1] == rank and t.shape[1] in (24, 20, 3, 11)  # factors, not weights
+    for a, b in zip(slots.a.values(), slots.b.values(), strict=True):  # factors, not weights
+        assert a.shape[2] == b.shape[1] == rank and {a.shape[1], b.shape[2]} <= {24, 20, 3, 11}
     obs = torch.randn(len(pop), 11)
     out = policy.forward(slots.prefix(len(pop)), obs)
     torch.testing.assert_close(out, policy.reference(pop.params(), obs), rtol=1e-5, atol=1e-5)
@@ -113,3 +113,25 @@ def test_a_full_member_loaded_after_a_move_is_the_new_member():
         torch.testing.assert_close(out[1], policy.reference(new[None], obs[1:])[0],
                                    rtol=1e-5, atol=1e-5)
     assert len(slots.bases) == 2
+
+
+@pytest.mark.parametrize("rank", [1, 2])
+def test_conv_net_slots_equal_the_materialised_members_whatever_the_rows_around(rank):
+    """The small Atari net at low rank: each conv's base convolution, plus the grouped
+    rank-r correction and its 1x1 mix, equals the materialised member's convolution."""
+    template, spec = build_template("small", (4, 84, 84), 6)
+    policy = BatchedPolicy(template, spec, lowrank=LowRank([e.shape for e in spec], rank))
+    noise = NoiseTable(seed=1, size=1 << 22)
+    es = OpenAIES(center=noise.slice(3, spec.num_params) * spec.init_std(), population_size=18,
+                  sigma=0.05, noise=noise, rank=rank, shapes=[e.shape for e in spec])
+    pop = es.ask()
+    obs = torch.randint(0, 256, (18, 4, 84, 84), dtype=torch.uint8)
+    slots = policy.slot_storage(18)
+    fill(slots, pop, range(18), range(18))
+    out = policy.forward(slots.prefix(18), obs)
+    torch.testing.assert_close(out, policy.reference(pop.params(), obs), rtol=1e-4, atol=1e-4)
+    for count in (1, 3):
+        members = np.arange(18)[::-1][:count].copy()
+        other = policy.slot_storage(count)
+        fill(other, pop, range(count), members)
+        assert torch.equal(policy.forward(other.prefix(count), obs[members]), out[members])
