@@ -4,7 +4,8 @@
 
 In one run, with rounds interleaved (each figure its best round), forward passes per second
 (network rows per second) over ``--population`` rows of the policy ``neuroevo run es``
-builds for ``--env`` (the paper's MLP 256-256 unless ``--hidden``):
+builds for ``--env`` (the paper's MLP 256-256 unless ``--hidden``) or ``--game`` (the
+large net unless ``--net``; frames of random pixels):
 
 - ``shared_fwd_per_s``: one network, a batch of the same rows (the template's own forward);
 - ``fullrank_fwd_per_s``: today's per-slot path, every member's weights in its slot;
@@ -13,9 +14,9 @@ builds for ``--env`` (the paper's MLP 256-256 unless ``--hidden``):
 - ``lowrank_ga_fwd_per_s``: GA children (rank 1) of T = 20 parents;
 
 and ``engine_lowrank_fps`` / ``engine_fullrank_fps``: ES generations end to end (env steps
-per second), the same population, at rank 1 and at full rank. The image nets' convolutions
-have no low-rank path yet (their members are materialised), so ``--env`` takes gymnasium
-ids, the MLP's tasks.
+per second; Atari: emulator frames), the same population, at rank 1 and at full rank.
+
+    python scripts/bench_lowrank.py --game breakout --json experiments/bench/cpu-lowrank-large.json
 """
 
 from __future__ import annotations
@@ -38,19 +39,22 @@ from neuroevo.noise import NoiseTable
 from neuroevo.optim import GA, OpenAIES
 
 
-def config(env: str, population: int, hidden: str, rank: int) -> Config:
+def config(task: tuple[str, ...], population: int, rank: int) -> Config:
+    """``task``: the env and net keys (``tasks``)."""
     cfg = Config()
-    apply_sets(cfg, ["algo.name=es", f"env.id={env}", f"algo.population={population}",
-                     "net.name=mlp", f"net.hidden={hidden}", f"algo.rank={rank}",
-                     "engine.device=cpu", "algo.validation_episodes=0"])
+    apply_sets(cfg, ["algo.name=es", *task, f"algo.population={population}",
+                     f"algo.rank={rank}", "engine.device=cpu", "algo.validation_episodes=0"])
     return cfg
 
 
-def forward_paths(env: str, population: int, hidden: str) -> dict:
+def forward_paths(task: tuple[str, ...], population: int) -> dict:
     """name -> a zero-argument call of one forward pass over ``population`` rows."""
-    full = build(config(env, population, hidden, 0))
+    full = build(config(task, population, 0))
     policy, spec = full.policy, full.policy.spec
-    obs = torch.randn(population, *full.env.obs_shape)
+    if full.env.image:  # frames as the emulator gives them
+        obs = torch.randint(0, 256, (population, *full.env.obs_shape), dtype=torch.uint8)
+    else:
+        obs = torch.randn(population, *full.env.obs_shape)
     pop = full.optimizer.ask()
     fullrank = policy.slot_storage(population)
     for i in range(population):
@@ -62,12 +66,12 @@ def forward_paths(env: str, population: int, hidden: str) -> dict:
     noise = NoiseTable.shared(size=pop.decoder().noise.size)
     shapes = [e.shape for e in spec]
     for key, rank in (("lowrank_fwd_per_s", 1), ("lowrank_r4_fwd_per_s", 4)):
-        low = build(config(env, population, hidden, rank))
+        low = build(config(task, population, rank))
         es = OpenAIES(center=full.optimizer.center, population_size=population, noise=noise,
                       rank=rank, shapes=shapes)
         paths[key] = _slots(low.policy, es.ask(), obs)
         low.evaluator.close()
-    low = build(config(env, population, hidden, 1))
+    low = build(config(task, population, 1))
     ga = GA(spec.num_params, init_std=spec.init_std(), population_size=population,
             truncation=20, elite_candidates=0, noise=noise, rank=1, shapes=shapes)
     pop = ga.ask()
@@ -97,18 +101,25 @@ def timed(seconds: float, call) -> float:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--env", default="HalfCheetah-v5")
-    p.add_argument("--hidden", default="256,256")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--env", default="HalfCheetah-v5", help="a gymnasium id: the MLP")
+    where.add_argument("--game", default="", help="an ALE game: the image net (--net)")
+    p.add_argument("--hidden", default="256,256", help="the MLP's hidden sizes")
+    p.add_argument("--net", default="large", help="with --game: small or large")
     p.add_argument("--population", type=int, default=256)
     p.add_argument("--seconds", type=float, default=5.0, help="per forward figure and round")
-    p.add_argument("--generations", type=int, default=2, help="engine generations per round")
+    p.add_argument("--generations", type=int, default=2,
+                   help="engine generations per round (0: forward passes only)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
     torch.set_grad_enabled(False)  # the template's own forward would record autograd
-    paths = forward_paths(args.env, args.population, args.hidden)
-    engines = {key: build(config(args.env, args.population, args.hidden, rank))
-               for key, rank in (("engine_fullrank_fps", 0), ("engine_lowrank_fps", 1))}
+    task = ((f"env.game={args.game}", f"net.name={args.net}") if args.game else
+            (f"env.id={args.env}", "net.name=mlp", f"net.hidden={args.hidden}"))
+    paths = forward_paths(task, args.population)
+    engines = {key: build(config(task, args.population, rank))
+               for key, rank in (("engine_fullrank_fps", 0), ("engine_lowrank_fps", 1))
+               if args.generations}
     best: dict[str, float] = {}
     try:
         for k in range(args.rounds):
@@ -130,9 +141,10 @@ def main(argv=None) -> int:
     shared = best["shared_fwd_per_s"]
     ratios = {f"{k[:-len('_per_s')]}_vs_shared": v / shared for k, v in best.items()
               if k.endswith("fwd_per_s") and k != "shared_fwd_per_s"}
-    ratios["engine_lowrank_vs_fullrank"] = (best["engine_lowrank_fps"]
-                                            / best["engine_fullrank_fps"])
-    result = {"env": args.env, "hidden": args.hidden, "population": args.population,
+    if engines:
+        ratios["engine_lowrank_vs_fullrank"] = (best["engine_lowrank_fps"]
+                                                / best["engine_fullrank_fps"])
+    result = {"task": " ".join(task), "population": args.population,
               "rounds": args.rounds, "cpu_count": os.cpu_count(),
               "torch_threads": torch.get_num_threads(), "machine": platform.processor(),
               **{k: round(v, 1) for k, v in best.items()},
