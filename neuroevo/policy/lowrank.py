@@ -3,7 +3,8 @@ arXiv 2511.16652): a slot holds its member's factors, not a copy of its weights.
 
 A member is ``base + scale * perturbation(seed)`` (``neuroevo.lowrank``): the base is the
 centre (ES) or the member's parent (GA), materialised once and shared by the slots that use
-it. Per matrix block a slot holds ``A [out, r]``, ``B [inner, r]`` and its scale; per 1-D
+it. Per matrix block a slot holds ``A [out, r]``, ``B [inner, r]`` (stored as its transpose)
+and its scale; per 1-D
 block (biases) its own perturbed values. A dense layer is then, for the rows of each base,
 
     y = x @ W_base.T + scale * (x @ B) @ A.T + b
@@ -12,8 +13,9 @@ so a forward pass reads each base's weights once, not every member's. The base p
 GEMMs over chunks of exactly ``CHUNK`` rows (idle rows zero): a GEMM's rounding depends on
 its number of rows (measured on our CPUs: from 4 rows on it differs from 2 or 3), never on
 a row's position or neighbours, so a fixed row count keeps a network's outputs independent
-of how many slots run and of the layout (measured on the CPU; on CUDA the batched
-products' kernels may depend on the batch size: a GPU check still to run). A conv layer is
+of how many slots run and of the layout. The corrections are elementwise products and
+per-row sums (``mix``), whose rounding depends on no other row. All of this is measured on
+the CPU; on CUDA the kernels' choices by batch size are a GPU check still to run. A conv layer is
 the base convolution plus the correction as a grouped convolution (r filters per row, B as
 ``[r, C, kh, kw]``) and a 1x1 mix with A, both in chunks of ``CHUNK`` rows too. MLPs and
 the image nets without VBN have this path (VBN folds moments into each slot's weights:
@@ -169,7 +171,8 @@ class LowRankBatch:
 def mix(a: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """``sum_j a[:, :, j] * t[:, j]`` for ``a [n, out, r]`` and ``t [n, r, ...]``: elementwise
     products added in a fixed order. A batched matmul would do it in one call, but its
-    rounding can change with the number of rows (measured for inner sizes from 2592 on)."""
+    rounding can change with the number of rows (measured: ``x @ B`` per row, for inner
+    sizes from 2592 on)."""
     shape = (*a.shape[:2], *([1] * (t.dim() - 2)))
     out = a[:, :, 0].reshape(shape) * t[:, None, 0]
     for j in range(1, a.shape[2]):
