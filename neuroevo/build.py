@@ -14,12 +14,12 @@ from neuroevo.envs.base import random_play
 from neuroevo.envs.spec import EnvSpec, env_spec
 from neuroevo.errors import CheckpointError, ConfigError, UnknownName
 from neuroevo.kernels import from_environment
-from neuroevo.lowrank import LowRank
 from neuroevo.noise import NoiseTable, default_size
 from neuroevo.optim import OPTIMIZERS
 from neuroevo.policy.batched import BatchedPolicy
 from neuroevo.policy.nets import build_template, normc
 from neuroevo.policy.obsnorm import ObsNorm
+from neuroevo.policy.spec import ParamSpec
 from neuroevo.policy.vbn import REFERENCE_SIZE
 
 
@@ -80,11 +80,10 @@ def resolve(cfg: Config) -> Config:
     return freeze(out)
 
 
-def make_optimizer(cfg: Config, policy: BatchedPolicy):
+def make_optimizer(cfg: Config, spec: ParamSpec):
     a = cfg.algo
     if a.name not in OPTIMIZERS:
         raise UnknownName("algorithm", a.name, OPTIMIZERS)
-    spec = policy.spec
     common = dict(population_size=a.population, seed=cfg.seed)
     if a.rank:
         common.update(rank=a.rank, shapes=[e.shape for e in spec])
@@ -142,11 +141,10 @@ def build(cfg: Config, local: bool = True) -> Built:
             "hidden": list(hidden), "discrete": a.discrete,
             "action_low": None if a.discrete else list(a.low),
             "action_high": None if a.discrete else list(a.high), "vbn": cfg.net.vbn}
-    lowrank = LowRank([e.shape for e in spec], cfg.algo.rank) if cfg.algo.rank else None
+    optimizer = make_optimizer(cfg, spec)
     policy = BatchedPolicy(template.to(device), spec, from_environment(device),
                            reference_batch(env, cfg.seed, device) if cfg.net.vbn else None,
-                           lowrank)
-    optimizer = make_optimizer(cfg, policy)
+                           optimizer.lowrank)  # slots for the optimizer's perturbations
     if cfg.env.obs_norm == "on" and env.image:
         raise ConfigError("env.obs_norm=on needs vector observations, not images; use "
                           "--set env.obs_norm=off")

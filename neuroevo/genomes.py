@@ -84,6 +84,14 @@ class Perturbation:
     sign: int
 
 
+def perturbation(noise: NoiseTable, lowrank: LowRank | None, seed: int, num_params: int,
+                 device) -> torch.Tensor:
+    """``[D]`` noise named by ``seed``: a table slice, or its low-rank form (``lowrank``)."""
+    if lowrank is not None:
+        return lowrank.vector(noise, seed, device)
+    return noise.slice(seed, num_params, device)
+
+
 class ChainDecoder:
     """Decodes seed chains on one device, caching the genomes it decoded as parents.
 
@@ -127,9 +135,7 @@ class ChainDecoder:
 
     def mutation(self, seed: int) -> torch.Tensor:
         """``[D]`` noise of the mutation ``seed`` (before its sigma)."""
-        if self.lowrank is not None:
-            return self.lowrank.vector(self.noise, seed, self.device)
-        return self.noise.slice(seed, self.num_params, self.device)
+        return perturbation(self.noise, self.lowrank, seed, self.num_params, self.device)
 
     def parts(self, genome: SeedChain) -> tuple[torch.Tensor, int, float] | None:
         with self._lock:
@@ -219,10 +225,7 @@ class PerturbationDecoder:
                 genome.sign * self.sigma)
 
     def decode(self, genome: Perturbation) -> torch.Tensor:
-        if self.lowrank is not None:
-            eps = self.lowrank.vector(self.noise, genome.seed, self.device)
-        else:
-            eps = self.noise.slice(genome.seed, self.num_params, self.device)
+        eps = perturbation(self.noise, self.lowrank, genome.seed, self.num_params, self.device)
         return self.center + eps * (genome.sign * self.sigma)
 
 

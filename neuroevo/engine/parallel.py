@@ -11,6 +11,7 @@ member index, and observation statistics are merged in member order.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -66,8 +67,7 @@ class ParallelEvaluator:
             if len(pos):
                 mine = [Job(job.pop, member_of[pos[job_of[pos] == i]], job.episode_cap)
                         for i, job in enumerate(jobs)]
-                shares.append((part, pos, [(i, m) for i, m in enumerate(mine)
-                                           if len(m.indices)]))
+                shares.append((part, pos, [m for m in mine if len(m.indices)]))
         lock, done = threading.Lock(), [0]
 
         def report(_, __, score, frames):
@@ -78,7 +78,7 @@ class ParallelEvaluator:
         start, threads = time.perf_counter(), torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            futures = [self._threads.submit(part.evaluate_jobs, [m for _, m in mine],
+            futures = [self._threads.submit(part.evaluate_jobs, mine,
                                             report if on_episode else None, False)
                        for part, _, mine in shares]
             results = [f.result() for f in futures]
@@ -86,12 +86,11 @@ class ParallelEvaluator:
             torch.set_num_threads(threads)
         parts = []  # each part's result over its positions in the pass
         for (_, pos, _), rs in zip(shares, results, strict=True):
-            order = np.concatenate([r.fitness for r in rs]), np.concatenate([r.steps for r in rs])
-            costs = EvalResult.combine([(None, r) for r in rs])
             # the part's results come job by job, which is the order of its positions too
-            parts.append((pos, EvalResult(*order, costs.frames, costs.wall_time,
-                                                  costs.timings, costs.computed, costs.offered,
-                                                  costs.obs_stats, costs.comm_bytes)))
+            parts.append((pos, dataclasses.replace(
+                EvalResult.combine([(None, r) for r in rs]),
+                fitness=np.concatenate([r.fitness for r in rs]),
+                steps=np.concatenate([r.steps for r in rs]))))
         whole = EvalResult.combine(parts, len(job_of), time.perf_counter() - start)
         if whole.obs_stats and merge_stats:
             merge_obs_stats(self.parts[0].obs_norm, whole.obs_stats)

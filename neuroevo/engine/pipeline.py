@@ -20,6 +20,7 @@ episodes, drawn from (episode seed, step): both are layout-independent too.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -133,12 +134,9 @@ def pass_results(jobs: list[Job], fitness: np.ndarray, steps: np.ndarray, frames
         n = len(job.members())
         f, s = fitness[start:start + n], steps[start:start + n]
         start += n
-        r = EvalResult(f, s, int(s.sum()) * frameskip, 0.0)
-        if k == 0:
-            r.wall_time, r.timings, r.computed, r.offered = (costs.wall_time, costs.timings,
-                                                             costs.computed, costs.offered)
-            r.obs_stats, r.comm_bytes = costs.obs_stats, costs.comm_bytes
-        out.append(r)
+        frames = int(s.sum()) * frameskip
+        out.append(dataclasses.replace(costs, fitness=f, steps=s, frames=frames) if k == 0
+                   else EvalResult(f, s, frames, 0.0))
     return out
 
 
