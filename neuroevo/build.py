@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+import neuroevo
 from neuroevo.config import DEFAULT_GENERATIONS, Config, check, freeze, from_dict, thaw, to_dict
 from neuroevo.engine.parallel import make_evaluator
 from neuroevo.engine.pipeline import Evaluator, default_layout, resolve_device
@@ -33,6 +34,10 @@ class Built:
     config: Config  # resolved and frozen: what config.yaml holds
     obs_norm: ObsNorm | None = None  # the run's shared observation normaliser
     arch: dict | None = None  # what rebuilds the network outside neuroevo (policy export)
+
+    def layout(self) -> dict:
+        """The machine layout this run's evaluator runs (``RunDir.record_layout``)."""
+        return {**self.evaluator.layout(), "neuroevo": neuroevo.__version__}
 
     def restore(self, state: dict) -> None:
         """Load a checkpoint's optimizer and observation statistics."""

@@ -31,6 +31,7 @@ import json
 import math
 import os
 import shutil
+import time
 
 import yaml
 
@@ -96,9 +97,10 @@ class RunDir:
         return os.path.exists(self.file("config.yaml"))
 
     # -- one writer -----------------------------------------------------------------------
-    def lock(self) -> None:
+    def lock(self, wait: float = 0.0) -> None:
         """Hold ``DIR/.lock`` until ``unlock()`` or the process ends; a second writer gets a
-        one-line error naming the process that holds it."""
+        one-line error naming the process that holds it, after waiting ``wait`` seconds for
+        it to end (a sweep's trial, restarted while the killed one still exits)."""
         if self._lock_fd is not None:
             return
         path = self.file(".lock")
@@ -112,14 +114,20 @@ class RunDir:
             if e.errno == errno.ELOOP:
                 raise CheckpointError(f"{path} is a symbolic link; remove it") from None
             raise storage_error("lock", path, e) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise CheckpointError(f"run directory {self.path} is in use by process {holder}; "
-                                  f"wait for it to end or stop it (kill {holder}), or pick "
-                                  "another --run-dir") from None
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise CheckpointError(f"run directory {self.path} is in use by process "
+                                      f"{holder}; wait for it to end or stop it (kill "
+                                      f"{holder}), or pick another --run-dir") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd

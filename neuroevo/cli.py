@@ -137,7 +137,7 @@ def _run(args) -> int:
     cfg = built.config  # resolved: config.yaml says what runs
     try:
         run_dir.create(cfg, force=force)
-        run_dir.record_layout(_layout(built), 0)
+        run_dir.record_layout(built.layout(), 0)
     except BaseException:
         built.evaluator.close()
         raise
@@ -155,10 +155,6 @@ def _resume(args) -> int:
     from neuroevo.checkpoint import RunDir
 
     return _continue(RunDir(args.run_dir), args.generations, args.frames, args.no_progress)
-
-
-def _layout(built) -> dict:
-    return {**built.evaluator.layout(), "neuroevo": neuroevo.__version__}
 
 
 def _device_line(built) -> str:
@@ -192,7 +188,7 @@ def _continue(run_dir, generations, frames, no_progress: bool, given=None) -> in
             run_dir.write_metrics(history)  # drop rows written after the checkpoint, if any
             run_dir.write_policy(built.optimizer, totals, built.policy, built.obs_norm,
                                  built.arch)
-            run_dir.record_layout(_layout(built), totals.generation)
+            run_dir.record_layout(built.layout(), totals.generation)
     except BaseException:
         built.evaluator.close()
         raise

@@ -4,7 +4,7 @@
 - ``session``: joining or starting Ray (the one module that imports ray);
 - ``ray_backend``: ``RayEvaluator``, with the same ``evaluate(pop)`` call as the local
   evaluator, over actors made by a picklable replica factory (``neuroevo.build.Replicas``);
-- ``tasks``: whole commands as Ray tasks (sweeps).
+- sweeps (``neuroevo.sweep``) get Ray Tune from ``session.tune_module()``.
 
 Nothing here imports an optimizer or the build (an import-linter contract checks it).
 """

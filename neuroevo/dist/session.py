@@ -1,6 +1,6 @@
 """The Ray session: joining a cluster or starting a local instance, and stopping it. This is
-the one module that imports ray; the actors (``ray_backend``) and the tasks (``tasks``) get
-it from ``ray_module()``."""
+the one module that imports ray; the actors (``ray_backend``) get it from ``ray_module()``,
+the sweeps (``neuroevo.sweep``) Ray Tune from ``tune_module()`` and ``optuna_search()``."""
 
 from __future__ import annotations
 
@@ -77,3 +77,25 @@ def shutdown() -> None:
     if _started_here:
         ray_module().shutdown()
         _started_here = False
+
+
+def tune_module():
+    """``ray.tune`` (sweeps): Ray with its ``tune`` extra."""
+    ray_module()
+    try:
+        from ray import tune
+    except ImportError as e:
+        raise DependencyNotInstalled("sweeps need Ray Tune: pip install 'ray[tune]'") from e
+    return tune
+
+
+def optuna_search(**options):
+    """Tune's Optuna searcher (``--search optuna``): Optuna is an optional extra."""
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise DependencyNotInstalled("--search optuna needs Optuna: pip install -e "
+                                     "'.[optuna]' (or pip install optuna)") from None
+    from ray.tune.search.optuna import OptunaSearch
+
+    return OptunaSearch(**options)

@@ -70,7 +70,7 @@ def test_an_interrupted_sweep_prints_no_traceback_and_continues(tmp_path):
             "--grid", "algo.population=10,12", "--generations", "200"]
     proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    wait_for_rows(tmp_path / "s" / "trial-000-seed0", 1, proc)
+    wait_for_rows(tmp_path / "s" / "runs" / "trial-00000", 1, proc)
     code, err = terminate(proc, signal.SIGINT)
     assert code == 130 and "Traceback" not in err, err
     assert "run the same command again to continue" in err

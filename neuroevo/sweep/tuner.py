@@ -1,0 +1,204 @@
+"""A ``Plan`` run on Ray Tune: the search space, the search algorithm, the scheduler, and the
+experiment in ``OUT/tune`` that the same command resumes (``Tuner.restore``).
+
+- **Search.** ``grid``: every ``--grid`` value, once per seed. ``random``: ``samples`` points
+  drawn from the ``--range``s (seeded by ``sweep_seed``), each run with every seed (Tune's
+  ``constant_grid_search``: the seeds of a point share its values). ``optuna``: Optuna's TPE
+  suggests ``samples`` points, each run once per seed (Tune's ``Repeater``, which tells
+  Optuna the mean over the seeds).
+- **Schedulers.** ``fifo`` runs every trial to its budget. ``asha`` stops the worst trials at
+  rungs ``grace_period * 3**k`` (Li et al. 2020). ``pbt`` (Jaderberg et al. 2017), in Tune's
+  synchronous form: every ``pbt_interval`` generations, the bottom quarter of the trials
+  continues from a top-quarter trial's checkpoint with its ``--range`` values perturbed
+  (x0.8 or x1.2, or with probability 0.25 drawn again).
+
+Tune's own files (``OUT/tune``) are Ray's: Tune pickles its experiment state there and
+unpickles it on resume, so resume only sweep directories you wrote. The run directories in
+``OUT/runs`` hold no pickle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import warnings
+
+from neuroevo.dist.session import init, optuna_search, ray_module, shutdown, tune_module
+from neuroevo.errors import ConfigError
+from neuroevo.files import atomic_write
+from neuroevo.sweep.space import Plan, Range
+from neuroevo.sweep.trial import Trial
+
+EXPERIMENT = "tune"  # OUT/tune: Tune's experiment
+
+
+def domain(tune, r: Range):
+    if r.kind == "log":
+        return tune.loguniform(r.lo, r.hi)
+    if r.kind == "int":
+        return tune.randint(int(r.lo), int(r.hi) + 1)  # Tune's upper bound is exclusive
+    return tune.uniform(r.lo, r.hi)
+
+
+def param_space(tune, plan: Plan) -> dict:
+    categorical = tune.choice if plan.search == "optuna" else tune.grid_search
+    space = {key: categorical(list(values)) for key, values in plan.grid}
+    space.update({r.key: domain(tune, r) for r in plan.ranges})
+    if plan.search != "optuna":  # Optuna's seeds come from its Repeater
+        space["seed"] = tune.grid_search(list(plan.seeds))
+    return space
+
+
+def search_alg(tune, plan: Plan):
+    if plan.search == "optuna":
+        searcher = optuna_search(metric=plan.metric, mode=plan.mode, seed=plan.sweep_seed)
+        if len(plan.seeds) == 1:
+            return searcher
+        return tune.search.Repeater(searcher, repeat=len(plan.seeds), set_index=True)
+    return tune.search.BasicVariantGenerator(constant_grid_search=True,
+                                             random_state=plan.sweep_seed)
+
+
+def scheduler(tune, plan: Plan):
+    s = tune.schedulers
+    if plan.scheduler == "asha":
+        return s.ASHAScheduler(time_attr=plan.time_attr, max_t=plan.budget,
+                               grace_period=plan.grace_period, reduction_factor=3)
+    if plan.scheduler == "pbt":
+        random.seed(plan.sweep_seed)  # PBT draws its explore steps from Python's random
+        return _pbt(s)(time_attr="generations", perturbation_interval=plan.pbt_interval,
+                       hyperparam_mutations={r.key: domain(tune, r) for r in plan.ranges},
+                       synch=True)
+    return s.FIFOScheduler()
+
+
+def _pbt(s):
+    """Tune's PBT, except at a trial's last row: a trial whose budget is spent trains no
+    more, so an exploit there would only relabel it with another trial's score."""
+
+    class PBT(s.PopulationBasedTraining):
+        def on_trial_result(self, tune_controller, trial, result):
+            if result.get("final"):
+                return s.TrialScheduler.CONTINUE
+            return super().on_trial_result(tune_controller, trial, result)
+
+    return PBT
+
+
+def trials(plan: Plan) -> int:
+    points = 1
+    for _, values in plan.grid:
+        points *= len(values)
+    return points * plan.samples * len(plan.seeds)
+
+
+def run(plan: Plan, out: str, cpus_per_trial: int, gpus_per_trial: float | None,
+        address: str = "", on_trial=None, argv=()):
+    """Run (or, when ``OUT/tune`` holds it, resume) ``plan``; returns Tune's ``ResultGrid``
+    and whether a signal stopped it first. ``on_trial(result_dict, trial, status)`` hears
+    each trial end ("finished" / "error")."""
+    _claim(out, plan, argv)
+    # Tune's tables and hints would bury the sweep's own lines (``on_trial``); its legacy
+    # reporter at verbose 0 prints nothing.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    init(address)
+    try:
+        tune = tune_module()
+        warnings.filterwarnings("ignore", "Consider boosting PBT")  # it needs reuse_actors
+        gpus = _gpus(cpus_per_trial) if gpus_per_trial is None else gpus_per_trial
+        trainable = tune.with_resources(
+            tune.with_parameters(Trial(plan, out, cpus_per_trial,
+                                       plan.pbt_interval if plan.scheduler == "pbt" else 1)),
+            {"cpu": cpus_per_trial, "gpu": gpus})
+        path = os.path.join(out, EXPERIMENT)
+        if tune.Tuner.can_restore(path):
+            tuner = tune.Tuner.restore(path, trainable, resume_unfinished=True,
+                                       resume_errored=True)
+        else:
+            tuner = tune.Tuner(trainable, param_space=param_space(tune, plan),
+                               tune_config=_tune_config(tune, plan),
+                               run_config=_run_config(tune, plan, out, on_trial))
+        with _GracefulStop() as stop:
+            results = tuner.fit()
+        return results, stop.received is not None
+    finally:
+        shutdown()
+
+
+class _GracefulStop:
+    """While Tune runs, SIGINT, SIGTERM and SIGHUP become Tune's own graceful stop (SIGUSR1:
+    it saves the experiment state and every trial's checkpoint, then returns); which signal
+    came is kept, since Tune returns as it does when the sweep is done."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __enter__(self):
+        self.received = None
+        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # ours forwards it
+        self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+        return self
+
+    def _handle(self, signum, frame):
+        self.received = signum
+        signal.raise_signal(signal.SIGUSR1)
+
+    def __exit__(self, *exc):
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+
+def _tune_config(tune, plan: Plan):
+    reads = plan.scheduler != "fifo" or plan.search == "optuna"  # they read it every row
+    return tune.TuneConfig(metric=plan.metric if reads else None,
+                           mode=plan.mode if reads else None, search_alg=search_alg(tune, plan),
+                           scheduler=scheduler(tune, plan),
+                           num_samples=plan.samples * (len(plan.seeds)
+                                                       if plan.search == "optuna" else 1),
+                           reuse_actors=False)  # one process per trial: its own run-dir lock
+
+
+def _run_config(tune, plan: Plan, out: str, on_trial):
+    keep = None if plan.scheduler == "pbt" else 2  # PBT's exploits read older checkpoints
+    return tune.RunConfig(name=EXPERIMENT, storage_path=out, verbose=0,
+                          checkpoint_config=tune.CheckpointConfig(num_to_keep=keep),
+                          failure_config=tune.FailureConfig(max_failures=0),
+                          callbacks=[_Lines(tune, on_trial)] if on_trial else None)
+
+
+def _Lines(tune, on_trial):
+    """A Tune callback that passes each trial's end to ``on_trial``."""
+
+    class Lines(tune.Callback):
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            on_trial(trial.last_result, trial, "finished")
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            on_trial(trial.last_result, trial, "error")
+
+    return Lines()
+
+
+def _gpus(cpus_per_trial: int) -> float:
+    """The GPUs of the cluster shared out over the trials its CPUs run at once."""
+    resources = ray_module().cluster_resources()
+    gpus, cpus = resources.get("GPU", 0), resources.get("CPU", 1)
+    return 0 if not gpus else min(1.0, gpus * cpus_per_trial / cpus)
+
+
+def _claim(out: str, plan: Plan, argv) -> None:
+    """``OUT/sweep.json`` says which experiment ``out`` holds: the same command resumes it,
+    another is refused before anything is written."""
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "sweep.json")
+    if os.path.exists(path):
+        try:
+            with open(path) as f:
+                held = json.load(f).get("plan")
+        except (OSError, ValueError, AttributeError):
+            held = None
+        if held != plan.to_json():
+            raise ConfigError(f"{out} holds a different sweep (other keys, values, seeds, "
+                              "budget or settings); give a new directory")
+    atomic_write(path, json.dumps({"argv": list(argv), "plan": plan.to_json()}, indent=1))
