@@ -109,11 +109,13 @@ def sweep(args, argv) -> int | None:
     if args.random is not None and args.random < 1:
         raise ConfigError(f"--random takes the number of points, >= 1, got {args.random}")
     search = "random" if args.random is not None else args.search
-    plan = make_plan(args.algo, args.config and os.path.abspath(args.config), args.set,
-                     args.grid, args.range, args.seeds, args.generations, args.frames, search,
-                     args.random if args.random is not None else args.samples, args.scheduler,
-                     args.metric, args.mode, args.pbt_interval, args.grace_period,
-                     args.sweep_seed)
+    plan = make_plan(args.algo, config=args.config and os.path.abspath(args.config),
+                     sets=args.set, grid=args.grid, ranges=args.range, seeds=args.seeds,
+                     generations=args.generations, frames=args.frames, search=search,
+                     samples=args.random if args.random is not None else args.samples,
+                     scheduler=args.scheduler, metric=args.metric, mode=args.mode,
+                     pbt_interval=args.pbt_interval, grace_period=args.grace_period,
+                     sweep_seed=args.sweep_seed)
     if args.cpus_per_trial < 0:
         raise ConfigError(f"--cpus-per-trial takes >= 0 (0: automatic), got "
                           f"{args.cpus_per_trial}")

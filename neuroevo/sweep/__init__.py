@@ -6,6 +6,6 @@ neuroevo's loop into a run directory, ``tuner`` builds and resumes the Tune expe
 """
 
 from neuroevo.sweep.space import Plan, make_plan
-from neuroevo.sweep.trial import Trial
+from neuroevo.sweep.trial import Trial, run_name
 
-__all__ = ["Plan", "Trial", "make_plan"]
+__all__ = ["Plan", "Trial", "make_plan", "run_name"]

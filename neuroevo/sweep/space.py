@@ -178,12 +178,20 @@ def default_metric(cfg: Config) -> str:
     return "fitness_max"
 
 
-def make_plan(algo: str, config: str | None, sets, grid_specs, range_specs, seeds: str,
-              generations: int | None, frames: int | None, search: str | None,
-              samples: int | None, scheduler: str, metric: str | None, mode: str,
-              pbt_interval: int | None, grace_period: int | None, sweep_seed: int) -> Plan:
-    """A checked ``Plan`` from the command line's options: every swept key and value is a
-    valid setting the run uses, and the search, scheduler and metric fit together."""
+def make_plan(algo: str, *, config: str | None = None, sets=(), grid=(), ranges=(),
+              seeds: str = "0", generations: int | None = None, frames: int | None = None,
+              search: str | None = None, samples: int | None = None,
+              scheduler: str = "fifo", metric: str | None = None, mode: str = "max",
+              pbt_interval: int | None = None, grace_period: int | None = None,
+              sweep_seed: int = 0) -> Plan:
+    """A checked ``Plan`` from the command line's options (``grid``: ``key=v1,v2`` texts,
+    ``ranges``: ``key=lin|log|int:lo:hi`` texts): every swept key and value is a valid
+    setting the run uses, and the search, scheduler and metric fit together.
+
+    >>> make_plan("es", sets=["env.id=CartPole-v1"], grid=["algo.sigma=0.01,0.05"],
+    ...           generations=5).metric
+    'center_score'
+    """
     if generations is None and frames is None:
         raise ConfigError("give each trial a budget: --generations N or --frames N")
     for flag, value in (("--generations", generations), ("--frames", frames)):
@@ -192,8 +200,8 @@ def make_plan(algo: str, config: str | None, sets, grid_specs, range_specs, seed
     if samples is not None and samples < 1:
         raise ConfigError(f"--random / --samples take the number of points, >= 1, got "
                           f"{samples}")
-    grid = tuple(parse_grid(g) for g in grid_specs)
-    ranges = tuple(parse_range(r) for r in range_specs)
+    grid = tuple(parse_grid(g) for g in grid)
+    ranges = tuple(parse_range(r) for r in ranges)
     swept = [k for k, _ in grid] + [r.key for r in ranges]
     if len(set(swept)) != len(swept):
         raise ConfigError(f"a key is swept twice: {', '.join(swept)}; give each key once")

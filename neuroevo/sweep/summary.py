@@ -78,6 +78,8 @@ def figure(plan: Plan, table: list[dict]) -> bytes:
             if points:
                 ax.scatter(*zip(*points, strict=True), color=colour, s=14, alpha=0.7,
                            label=status)
+        means = [np.nanmean([r["score"] for r in table if r[key] == v]) for v in values]
+        ax.plot(xs, means, "k_", ms=16, mew=2, label="mean over trials")
         if _numeric(values[0]) and min(xs) > 0 and max(xs) / min(xs) >= 10:
             ax.set_xscale("log")
         if not _numeric(values[0]):

@@ -14,22 +14,26 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 
 from neuroevo.build import build_run
 from neuroevo.checkpoint import Checkpoints, RunDir, finite
+from neuroevo.config import keys
 from neuroevo.dist.session import tune_module
 from neuroevo.loop import Budget, Callback, Tests, Totals, generations
 from neuroevo.sweep.space import Plan
 
 SOURCE = "trial.json"  # in a Tune checkpoint: the trial that wrote it
+STAGING = ".tune-checkpoint"  # in the run directory: what the next report hands to Tune
+KEYS = set(keys())
 LOCK_WAIT = 60.0  # seconds a restarted trial waits for the process it replaces to exit
 
 
 @dataclass(frozen=True)
 class Trial:
-    """What every trial of a sweep shares (``tune.with_parameters`` ships it)."""
+    """The trainable: ``Trial(plan, out, cpus)(config)`` runs the trial whose swept values
+    are the config keys in Tune's ``config`` (``{"algo.sigma": 0.02, "seed": 0}``) on top of
+    ``plan``'s base config and budget. It is picklable; ``tune.with_parameters`` ships it."""
 
     plan: Plan
     out: str  # the sweep directory, absolute
@@ -39,7 +43,7 @@ class Trial:
     def __call__(self, config: dict) -> None:
         tune = tune_module()
         trial_id = tune.get_context().get_trial_id()
-        values = {k: v for k, v in config.items() if k in self.plan.swept}
+        values = {k: v for k, v in config.items() if k in KEYS and k != "seed"}
         seed = (self.plan.seeds[config["__trial_index__"]] if "__trial_index__" in config
                 else config["seed"])
         cfg = self.plan.trial_config(values, seed)
@@ -109,13 +113,15 @@ class Report(Callback):
         if not (last or metrics["generations"] % self.every == 0):
             self.tune.report(metrics)
             return
-        with tempfile.TemporaryDirectory(prefix="neuroevo-tune-") as d:
-            os.makedirs(os.path.join(d, "checkpoint"))
-            target = os.path.join(d, "checkpoint", "state.safetensors")
-            try:  # the run's file is replaced, never rewritten in place: a link is a snapshot
-                os.link(self.run_dir.checkpoint, target)
-            except OSError:
-                shutil.copyfile(self.run_dir.checkpoint, target)
-            with open(os.path.join(d, SOURCE), "w") as f:
-                json.dump({"trial_id": self.trial_id, "generation": row["generation"]}, f)
-            self.tune.report(metrics, checkpoint=self.tune.Checkpoint.from_directory(d))
+        d = self.run_dir.file(STAGING)  # one folder, emptied each time: a kill leaks none
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(os.path.join(d, "checkpoint"))
+        target = os.path.join(d, "checkpoint", "state.safetensors")
+        try:  # the run's file is replaced, never rewritten in place: a link is a snapshot
+            os.link(self.run_dir.checkpoint, target)
+        except OSError:
+            shutil.copyfile(self.run_dir.checkpoint, target)
+        with open(os.path.join(d, SOURCE), "w") as f:
+            json.dump({"trial_id": self.trial_id, "generation": row["generation"]}, f)
+        self.tune.report(metrics, checkpoint=self.tune.Checkpoint.from_directory(d))
+        shutil.rmtree(d, ignore_errors=True)  # Tune has copied it into OUT/tune

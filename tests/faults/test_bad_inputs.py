@@ -126,3 +126,37 @@ def test_episode_cap_0_means_the_envs_own_limit(tmp_path):
 def test_a_bad_input_through_a_real_process_is_exit_2(tmp_path):
     one_line_error(neuroevo(*RUN, "--set", "algo.sigma=inf", cwd=tmp_path), "finite")
     assert not any(tmp_path.iterdir())
+
+
+def _sweep_main():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "sweep.py"
+    spec = importlib.util.spec_from_file_location("sweep_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+SWEEP = ["out", "--algo", "es", "--set", "env.id=CartPole-v1", "--set", "net.hidden=8",
+         "--generations", "2"]
+SWEEPS = [
+    ([*SWEEP, "--range", "algo.sigma=log:0.01:0.1"], "--range goes with --random N"),
+    ([*SWEEP, "--random", "0", "--range", "algo.sigma=log:0.01:0.1"], "number of points, >= 1"),
+    ([*SWEEP, "--grid", "algo.sigma=0.1", "--seeds", "0,1,0"], "--seeds takes distinct"),
+    ([*SWEEP, "--grid", "algo.sigma=0.1,0.2", "--scheduler", "pbt"], "perturbs the --range"),
+    ([*SWEEP, "--grid", "algo.sigma=0.1", "--metric", "centre_score"],
+     "unknown metric 'centre_score'; did you mean 'center_score'"),
+    ([*SWEEP, "--random", "2", "--range", "algo.sigma=log:0.01:0.1", "--search", "optuna"],
+     "--random N is --search random --samples N"),
+]
+
+
+@pytest.mark.parametrize("argv,needle", SWEEPS, ids=[" ".join(c[0][-2:]) for c in SWEEPS])
+def test_bad_sweeps(tmp_path, monkeypatch, capsys, argv, needle):
+    monkeypatch.chdir(tmp_path)
+    assert _sweep_main()(argv) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and lines[0].startswith("sweep: "), lines
+    assert not (tmp_path / "out").exists()  # nothing written

@@ -12,8 +12,10 @@ CARTPOLE = ("env.id=CartPole-v1", "engine.device=cpu", "net.hidden=8", "algo.pop
 def plan(algo="es", grid=(), ranges=(), seeds="0", generations=6, frames=None, search=None,
          samples=None, scheduler="fifo", metric=None, pbt_interval=None, grace=None,
          sets=CARTPOLE):
-    return make_plan(algo, None, sets, grid, ranges, seeds, generations, frames, search,
-                     samples, scheduler, metric, "max", pbt_interval, grace, 0)
+    return make_plan(algo, sets=sets, grid=grid, ranges=ranges, seeds=seeds,
+                     generations=generations, frames=frames, search=search, samples=samples,
+                     scheduler=scheduler, metric=metric, pbt_interval=pbt_interval,
+                     grace_period=grace)
 
 
 def test_grid_values_take_the_config_types_and_defaults_fill_in():
