@@ -102,7 +102,7 @@ def sweep(args, argv) -> int | None:
     from neuroevo.errors import ConfigError
     from neuroevo.sweep import summary, tuner
     from neuroevo.sweep.space import make_plan
-    from neuroevo.sweep.trial import run_name
+    from neuroevo.sweep.trial import run_name, seed_of
 
     if args.random is not None and (args.samples is not None or args.search):
         raise ConfigError("--random N is --search random --samples N; give one of the two")
@@ -119,18 +119,20 @@ def sweep(args, argv) -> int | None:
     if args.cpus_per_trial < 0:
         raise ConfigError(f"--cpus-per-trial takes >= 0 (0: automatic), got "
                           f"{args.cpus_per_trial}")
+    if args.gpus_per_trial is not None and not args.gpus_per_trial >= 0:
+        raise ConfigError(f"--gpus-per-trial takes >= 0, got {args.gpus_per_trial}")
     cpus = args.cpus_per_trial or max(1, plan.base().engine.workers)
     out = os.path.abspath(args.out)
     print(f"sweep: {tuner.trials(plan)} trials ({plan.search} search, {plan.scheduler}, "
           f"{len(plan.seeds)} seeds, {cpus} CPUs each), ranked by {plan.metric} "
           f"({plan.mode}), in {args.out}", flush=True)
 
-    def on_trial(result: dict | None, trial, status: str) -> None:
+    def on_trial(result: dict | None, trial, error: bool) -> None:
         result = result or {}
         values = {k: trial.config.get(k) for k in plan.swept}
         score = result.get(plan.metric)
-        print(f"sweep: {run_name(trial.trial_id)} {values} seed {trial.config.get('seed')} "
-              f"{status}"
+        print(f"sweep: {run_name(trial.trial_id)} {values} seed "
+              f"{seed_of(plan, trial.config)} {summary.status(plan, result, error)}"
               + (f" at {result.get('frames', 0):,} frames, {plan.metric} {score:g}"
                  if score is not None else ""), flush=True)
 

@@ -11,6 +11,7 @@ import sys
 from ray import tune
 
 from neuroevo.sweep import Trial, make_plan, run_name
+from neuroevo.sweep.tuner import param_space
 
 out = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "sweeps/custom")
 plan = make_plan("es", sets=["env.id=CartPole-v1", "net.hidden=16", "algo.population=20"],
@@ -18,8 +19,7 @@ plan = make_plan("es", sets=["env.id=CartPole-v1", "net.hidden=16", "algo.popula
                  generations=20, samples=8)  # checks every key and value before Ray starts
 tuner = tune.Tuner(
     tune.with_resources(tune.with_parameters(Trial(plan, out, cpus=1)), {"cpu": 1}),
-    param_space={"seed": 0, "algo.sigma": tune.loguniform(0.005, 0.2),
-                 "algo.lr": tune.loguniform(0.003, 0.1)},
+    param_space=param_space(tune, plan),  # the ranges above, and the seeds
     tune_config=tune.TuneConfig(metric="center_score", mode="max", num_samples=8,
                                 scheduler=tune.schedulers.ASHAScheduler(
                                     time_attr="generations", max_t=20, grace_period=2)),

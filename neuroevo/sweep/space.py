@@ -5,10 +5,12 @@ search-space objects are made from a ``Plan`` in ``neuroevo.sweep.tuner``.
 
 from __future__ import annotations
 
+import copy
 import math
+import typing
 from dataclasses import dataclass, field, replace
 
-from neuroevo.config import Config, apply_sets, check, keys, load, override
+from neuroevo.config import Config, apply_sets, check, from_dict, keys, load, override, to_dict
 from neuroevo.errors import ConfigError, UnknownName
 from neuroevo.metrics import METRICS
 
@@ -36,14 +38,15 @@ class Range:
 
 @dataclass(frozen=True)
 class Plan:
-    """One sweep: every trial is ``algo`` with ``config`` (a YAML file of overrides), the
+    """One sweep: every trial is ``algo`` with ``config`` (the overrides of a YAML file, read
+    once: editing the file changes no trial of a running or resumed sweep), the
     fixed ``sets``, one value of each swept key and one of ``seeds``, for ``generations``
     or ``frames``. ``grid`` keys take each listed value; ``ranges`` are drawn by the search
     (``samples`` points per seed). ``metric`` is the score the scheduler and the summary
     rank trials by (``mode``: max or min)."""
 
     algo: str
-    config: str | None
+    config: dict | None
     sets: tuple[str, ...]
     grid: tuple[tuple[str, tuple], ...]
     ranges: tuple[Range, ...]
@@ -62,7 +65,7 @@ class Plan:
 
     def base(self) -> Config:
         """The config every trial starts from, before its swept values and seed."""
-        cfg = load(self.config) if self.config else Config()
+        cfg = from_dict(copy.deepcopy(self.config)) if self.config else Config()
         override(cfg, "algo.name", self.algo)
         apply_sets(cfg, self.sets)
         return cfg
@@ -126,7 +129,23 @@ def parse_range(spec: str) -> Range:
         raise ConfigError(f"--range int needs whole lo and hi, got {spec!r}")
     if key not in keys():
         raise UnknownName("config key", key, keys())
+    types = field_types(key)
+    if not types <= {int, float}:
+        raise ConfigError(f"--range {key}: {key} is not a number; sweep it with --grid "
+                          f"{key}=v1,v2")
+    if types == {int} and kind != "int":
+        raise ConfigError(f"--range {key} takes whole numbers: write {key}=int:lo:hi")
     return Range(key, "lin" if kind == "uniform" else kind, lo, hi)
+
+
+def field_types(key: str) -> set[type]:
+    """The types config key ``key`` holds, ``None`` aside (``algo.sigma``: float)."""
+    *path, name = key.split(".")
+    section = Config()
+    for part in path:
+        section = getattr(section, part)
+    hint = typing.get_type_hints(type(section))[name]
+    return {t for t in (typing.get_args(hint) or (hint,)) if t is not type(None)}
 
 
 def typed(key: str, text: str):
@@ -237,11 +256,15 @@ def make_plan(algo: str, *, config: str | None = None, sets=(), grid=(), ranges=
         if fixed:
             raise ConfigError(f"--scheduler pbt cannot change {fixed[0]} in the middle of a "
                               f"run; PBT perturbs {', '.join(MUTABLE)}")
+    if scheduler == "pbt" and search == "optuna":
+        raise ConfigError("--scheduler pbt explores the --range keys itself; use --search "
+                          "random with it, or --search optuna with fifo or asha")
     if pbt_interval is not None and scheduler != "pbt":
         raise ConfigError("--pbt-interval goes with --scheduler pbt")
     if grace_period is not None and scheduler != "asha":
         raise ConfigError("--grace-period goes with --scheduler asha")
-    plan = Plan(algo, config, tuple(sets), grid, ranges, parse_seeds(seeds), generations,
+    plan = Plan(algo, config and to_dict(load(config)), tuple(sets), grid, ranges,
+                parse_seeds(seeds), generations,
                 frames, search, samples or 1, scheduler, metric or "", mode,
                 pbt_interval or 0, grace_period or 0, sweep_seed, tuple(swept))
     for values in corners(plan):  # unknown keys and bad values fail here, before Ray starts

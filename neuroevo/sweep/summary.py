@@ -15,7 +15,7 @@ import numpy as np
 from neuroevo.files import atomic_write
 from neuroevo.loop import Budget, Totals
 from neuroevo.sweep.space import Plan
-from neuroevo.sweep.trial import run_name
+from neuroevo.sweep.trial import run_name, seed_of
 
 STATUS_COLOURS = {"finished": "C0", "stopped early": "C1", "error": "C3"}
 
@@ -26,19 +26,23 @@ def rows(plan: Plan, results) -> list[dict]:
     out = []
     for result in results:
         m, config = result.metrics or {}, result.config or {}
-        seed = (plan.seeds[config["__trial_index__"]] if "__trial_index__" in config
-                else config.get("seed"))
-        spent = Budget(plan.generations, plan.frames).spent(
-            Totals(m.get("generations", 0), m.get("frames", 0)))
-        status = "error" if result.error else "finished" if spent else "stopped early"
         score = m.get(plan.metric)
-        out.append({**{k: config.get(k) for k in plan.swept}, "seed": seed,
+        out.append({**{k: config.get(k) for k in plan.swept}, "seed": seed_of(plan, config),
                     "score": float("nan") if score is None else score,
                     "frames": m.get("frames", 0), "generations": m.get("generations", 0),
-                    "wall_time": round(m.get("wall_time", 0.0), 2), "status": status,
+                    "wall_time": round(m.get("wall_time", 0.0), 2),
+                    "status": status(plan, m, result.error),
                     "run_dir": os.path.join("runs", run_name(m["trial_id"]))
                     if "trial_id" in m else "", "_curve": _curve(result, plan.metric)})
     return sorted(out, key=lambda r: r["run_dir"])
+
+
+def status(plan: Plan, metrics: dict, error) -> str:
+    """How a trial ended: "error", "finished" (its budget spent) or "stopped early" (by
+    the scheduler)."""
+    spent = Budget(plan.generations, plan.frames).spent(
+        Totals(metrics.get("generations", 0), metrics.get("frames", 0)))
+    return "error" if error else "finished" if spent else "stopped early"
 
 
 def _curve(result, metric: str) -> tuple[list, list]:

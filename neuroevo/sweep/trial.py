@@ -2,8 +2,8 @@
 own process, through the same factory as ``neuroevo run`` (``build_run``), into a normal run
 directory (``OUT/runs/trial-NNNNN``: ``neuroevo resume``, ``play`` and ``plot`` take it).
 
-Every finished row is reported to Tune with the run's own checkpoint: Tune's checkpoint of a
-trial is a copy of ``checkpoint/state.safetensors`` (plus which trial wrote it), so Tune can
+Every finished row is reported to Tune, every few with the run's own checkpoint: Tune's
+checkpoint of a trial is a copy of ``checkpoint/state.safetensors``, so Tune can
 resume a trial after the sweep was killed and PBT can exploit one: a trial restored from a
 checkpoint rewrites its run directory from it (as ``neuroevo resume`` rewrites the metric
 files from the checkpoint) with its own config, which for PBT holds the explored values.
@@ -11,7 +11,6 @@ files from the checkpoint) with its own config, which for PBT holds the explored
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ from neuroevo.dist.session import tune_module
 from neuroevo.loop import Budget, Callback, Tests, Totals, generations
 from neuroevo.sweep.space import Plan
 
-SOURCE = "trial.json"  # in a Tune checkpoint: the trial that wrote it
 STAGING = ".tune-checkpoint"  # in the run directory: what the next report hands to Tune
 KEYS = set(keys())
 LOCK_WAIT = 60.0  # seconds a restarted trial waits for the process it replaces to exit
@@ -44,9 +42,7 @@ class Trial:
         tune = tune_module()
         trial_id = tune.get_context().get_trial_id()
         values = {k: v for k, v in config.items() if k in KEYS and k != "seed"}
-        seed = (self.plan.seeds[config["__trial_index__"]] if "__trial_index__" in config
-                else config["seed"])
-        cfg = self.plan.trial_config(values, seed)
+        cfg = self.plan.trial_config(values, seed_of(self.plan, config))
         e = cfg.engine  # what the layout leaves automatic fits the trial's CPUs, not the node's
         e.workers = e.workers or self.cpus
         e.env_threads = e.env_threads or (1 if e.workers > 1 else self.cpus)
@@ -54,8 +50,7 @@ class Trial:
         built = build_run(cfg)
         try:
             totals, history = _start(run_dir, built, tune.get_checkpoint())
-            report = Report(tune, run_dir, trial_id, Budget.of(built.config),
-                            self.checkpoint_every)
+            report = Report(tune, run_dir, Budget.of(built.config), self.checkpoint_every)
             generations(built.optimizer, built.evaluator, Budget.of(built.config), totals,
                         history, [Checkpoints(run_dir, built), report],
                         tests=Tests.of(built.config))
@@ -64,6 +59,14 @@ class Trial:
         finally:
             built.evaluator.close()
             run_dir.unlock()
+
+
+def seed_of(plan: Plan, config: dict) -> int | None:
+    """A trial's run seed: Tune's ``seed``, or with Optuna's ``Repeater`` the seed at the
+    repeat's index."""
+    if "__trial_index__" in config:
+        return plan.seeds[config["__trial_index__"]]
+    return config.get("seed")
 
 
 def run_name(trial_id: str) -> str:
@@ -96,21 +99,24 @@ def _start(run_dir: RunDir, built, checkpoint) -> tuple[Totals, list[dict]]:
 
 class Report(Callback):
     """Reports each finished row to Tune (its numeric keys, ``generations`` done and
-    ``final``: 1 on the last row), with the run's checkpoint every ``every`` rows and at the end."""
+    ``final``: 1 once the budget is spent), with the run's checkpoint every ``every`` rows
+    and at the end."""
 
-    def __init__(self, tune, run_dir: RunDir, trial_id: str, budget: Budget, every: int):
-        self.tune, self.run_dir, self.trial_id = tune, run_dir, trial_id
+    def __init__(self, tune, run_dir: RunDir, budget: Budget, every: int):
+        self.tune, self.run_dir = tune, run_dir
         self.budget, self.every, self.reported = budget, every, False
 
     def generation(self, row: dict, totals: Totals, history: list[dict]) -> None:
         metrics = {k: v for k, v in finite(row).items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool)}
         metrics["generations"] = row["generation"] + 1
-        last = (self.budget.spent(totals) and totals.pending is None
-                and row is history[-1])
-        metrics["final"] = int(last)  # the trial's last row (PBT exploits no trial there)
+        # The state is spent from the row before the last for ES (its checkpoint holds the
+        # last generation, pending): PBT exploits neither row, nothing would train after.
+        final = self.budget.spent(totals)
+        metrics["final"] = int(final)
         self.reported = True
-        if not (last or metrics["generations"] % self.every == 0):
+        if not ((final and row is history[-1] and totals.pending is None)
+                or metrics["generations"] % self.every == 0):
             self.tune.report(metrics)
             return
         d = self.run_dir.file(STAGING)  # one folder, emptied each time: a kill leaks none
@@ -121,7 +127,7 @@ class Report(Callback):
             os.link(self.run_dir.checkpoint, target)
         except OSError:
             shutil.copyfile(self.run_dir.checkpoint, target)
-        with open(os.path.join(d, SOURCE), "w") as f:
-            json.dump({"trial_id": self.trial_id, "generation": row["generation"]}, f)
-        self.tune.report(metrics, checkpoint=self.tune.Checkpoint.from_directory(d))
-        shutil.rmtree(d, ignore_errors=True)  # Tune has copied it into OUT/tune
+        try:  # Tune copies it into OUT/tune before returning (or stops the trial in there)
+            self.tune.report(metrics, checkpoint=self.tune.Checkpoint.from_directory(d))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)

@@ -6,11 +6,18 @@ experiment in ``OUT/tune`` that the same command resumes (``Tuner.restore``).
   ``constant_grid_search``: the seeds of a point share its values). ``optuna``: Optuna's TPE
   suggests ``samples`` points, each run once per seed (Tune's ``Repeater``, which tells
   Optuna the mean over the seeds).
+  Optuna takes ``--grid`` keys as categorical choices.
 - **Schedulers.** ``fifo`` runs every trial to its budget. ``asha`` stops the worst trials at
-  rungs ``grace_period * 3**k`` (Li et al. 2020). ``pbt`` (Jaderberg et al. 2017), in Tune's
-  synchronous form: every ``pbt_interval`` generations, the bottom quarter of the trials
-  continues from a top-quarter trial's checkpoint with its ``--range`` values perturbed
-  (x0.8 or x1.2, or with probability 0.25 drawn again).
+  rungs ``grace_period * 3**k`` (Li et al. 2020). ``pbt`` (Jaderberg et al. 2017), in
+  Tune's synchronous form: every ``pbt_interval`` generations, when every trial has got
+  there (trials take turns when the CPUs hold fewer), the bottom quarter continues from a
+  top-quarter trial's checkpoint, with its ``--range`` values perturbed (x0.8 or x1.2, or
+  with probability 0.25 drawn again) and kept in their ranges. The paper's asynchronous
+  form exploits only a donor that was in the top quarter at its own last interval, which
+  on a machine running fewer trials than the population is rarely the case.
+- **Checkpoints.** Tune keeps every checkpoint a trial reports (deleting old ones races
+  with its saved experiment state: a sweep killed then would resume a trial from a deleted
+  checkpoint). A trial reports one every ``checkpoint_every`` generations and at its end.
 
 Tune's own files (``OUT/tune``) are Ray's: Tune pickles its experiment state there and
 unpickles it on resume, so resume only sweep directories you wrote. The run directories in
@@ -68,15 +75,42 @@ def scheduler(tune, plan: Plan):
                                grace_period=plan.grace_period, reduction_factor=3)
     if plan.scheduler == "pbt":
         random.seed(plan.sweep_seed)  # PBT draws its explore steps from Python's random
-        return _pbt(s)(time_attr="generations", perturbation_interval=plan.pbt_interval,
-                       hyperparam_mutations={r.key: domain(tune, r) for r in plan.ranges},
-                       synch=True)
+        return _pbt(tune)(time_attr="generations", perturbation_interval=plan.pbt_interval,
+                          hyperparam_mutations={r.key: domain(tune, r) for r in plan.ranges},
+                          custom_explore_fn=_within(plan.ranges), synch=True)
     return s.FIFOScheduler()
 
 
-def _pbt(s):
-    """Tune's PBT, except at a trial's last row: a trial whose budget is spent trains no
-    more, so an exploit there would only relabel it with another trial's score."""
+def _within(ranges: tuple[Range, ...]):
+    """PBT's explore step, kept in the ``--range``s (x1.2 would leave them)."""
+
+    def clip(config: dict) -> dict:
+        for r in ranges:
+            value = min(max(config[r.key], r.lo), r.hi)
+            config[r.key] = round(value) if r.kind == "int" else value
+        return config
+
+    return clip
+
+
+def checkpoint_every(plan: Plan) -> int:
+    """Generations between a trial's Tune checkpoints: PBT's interval (its exploits copy
+    them), else about 20 in a budget of generations, every 5 in one of frames."""
+    if plan.scheduler == "pbt":
+        return plan.pbt_interval
+    return max(1, plan.generations // 20) if plan.generations is not None else 5
+
+
+def _pbt(tune):
+    """Tune's synchronous PBT, with two changes.
+
+    - No exploit at a trial's last rows: a trial whose budget is spent trains no more, so
+      an exploit there would only relabel it with another trial's score.
+    - No wait forever: when every waiting trial is already at the next sync point and none
+      runs (a trial ended before it, or a resumed sweep, whose trials come back past the
+      point its fresh scheduler expects), the sync point moves to the next multiple of the
+      interval."""
+    s, Trial = tune.schedulers, tune.experiment.Trial
 
     class PBT(s.PopulationBasedTraining):
         def on_trial_result(self, tune_controller, trial, result):
@@ -84,33 +118,56 @@ def _pbt(s):
                 return s.TrialScheduler.CONTINUE
             return super().on_trial_result(tune_controller, trial, result)
 
+        def choose_trial_to_run(self, tune_controller):
+            chosen = super().choose_trial_to_run(tune_controller)
+            trials = tune_controller.get_trials()
+            waiting = [t for t in trials if t.status in (Trial.PENDING, Trial.PAUSED)]
+            if chosen is None and waiting and not any(t.status == Trial.RUNNING
+                                                      for t in trials):
+                latest = max(self._trial_state[t].last_train_time for t in waiting)
+                interval = self._perturbation_interval
+                self._next_perturbation_sync = (latest // interval + 1) * interval
+                chosen = super().choose_trial_to_run(tune_controller)
+            return chosen
+
     return PBT
 
 
 def trials(plan: Plan) -> int:
     points = 1
-    for _, values in plan.grid:
-        points *= len(values)
+    if plan.search != "optuna":  # Optuna draws grid keys as choices, within its samples
+        for _, values in plan.grid:
+            points *= len(values)
     return points * plan.samples * len(plan.seeds)
 
 
 def run(plan: Plan, out: str, cpus_per_trial: int, gpus_per_trial: float | None,
         address: str = "", on_trial=None, argv=()):
     """Run (or, when ``OUT/tune`` holds it, resume) ``plan``; returns Tune's ``ResultGrid``
-    and whether a signal stopped it first. ``on_trial(result_dict, trial, status)`` hears
-    each trial end ("finished" / "error")."""
-    _claim(out, plan, argv)
+    and whether a signal stopped it first. ``on_trial(last_result, trial, error)`` hears
+    each trial end."""
+    _check_claim(out, plan)
     # Tune's tables and hints would bury the sweep's own lines (``on_trial``); its legacy
     # reporter at verbose 0 prints nothing.
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # Tune saves its experiment state (which checkpoint each trial has) every 10 s or more;
+    # a sweep killed in between resumes its trials from older checkpoints.
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
     init(address)
     try:
         tune = tune_module()
         warnings.filterwarnings("ignore", "Consider boosting PBT")  # it needs reuse_actors
-        gpus = _gpus(cpus_per_trial) if gpus_per_trial is None else gpus_per_trial
+        cluster = ray_module().cluster_resources()
+        if not address and cpus_per_trial > cluster.get("CPU", 0):
+            raise ConfigError(f"--cpus-per-trial {cpus_per_trial} is more than this "
+                              f"machine's {cluster.get('CPU', 0):g} CPUs; give at most that")
+        gpus = _gpus(cluster, cpus_per_trial) if gpus_per_trial is None else gpus_per_trial
+        if not address and gpus > cluster.get("GPU", 0):
+            raise ConfigError(f"--gpus-per-trial {gpus:g} is more than this machine's "
+                              f"{cluster.get('GPU', 0):g} GPUs; give at most that")
+        _claim(out, plan, argv)
         trainable = tune.with_resources(
-            tune.with_parameters(Trial(plan, out, cpus_per_trial,
-                                       plan.pbt_interval if plan.scheduler == "pbt" else 1)),
+            tune.with_parameters(Trial(plan, out, cpus_per_trial, checkpoint_every(plan))),
             {"cpu": cpus_per_trial, "gpu": gpus})
         path = os.path.join(out, EXPERIMENT)
         if tune.Tuner.can_restore(path):
@@ -129,24 +186,36 @@ def run(plan: Plan, out: str, cpus_per_trial: int, gpus_per_trial: float | None,
 
 class _GracefulStop:
     """While Tune runs, SIGINT, SIGTERM and SIGHUP become Tune's own graceful stop (SIGUSR1:
-    it saves the experiment state and every trial's checkpoint, then returns); which signal
-    came is kept, since Tune returns as it does when the sweep is done."""
+    it saves the experiment state, stops the trials, which resume from their last reported
+    checkpoint, and returns); which signal came is kept, since Tune returns as it does when
+    the sweep is done. Before Tune listens, or at a second signal, the sweep stops at once."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __enter__(self):
         self.received = None
-        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # ours forwards it
+        self.env = os.environ.get(_NO_SIGINT)
+        os.environ[_NO_SIGINT] = "1"  # Tune's SIGINT handler would put ours aside
         self.previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
         return self
 
     def _handle(self, signum, frame):
-        self.received = signum
-        signal.raise_signal(signal.SIGUSR1)
+        first, self.received = self.received is None, signum
+        if first and signal.getsignal(signal.SIGUSR1) not in (signal.SIG_DFL, None):
+            signal.raise_signal(signal.SIGUSR1)
+        else:
+            raise KeyboardInterrupt
 
     def __exit__(self, *exc):
         for s, handler in self.previous.items():
             signal.signal(s, handler)
+        if self.env is None:
+            os.environ.pop(_NO_SIGINT, None)
+        else:
+            os.environ[_NO_SIGINT] = self.env
+
+
+_NO_SIGINT = "TUNE_DISABLE_SIGINT_HANDLER"
 
 
 def _tune_config(tune, plan: Plan):
@@ -160,9 +229,8 @@ def _tune_config(tune, plan: Plan):
 
 
 def _run_config(tune, plan: Plan, out: str, on_trial):
-    keep = None if plan.scheduler == "pbt" else 2  # PBT's exploits read older checkpoints
     return tune.RunConfig(name=EXPERIMENT, storage_path=out, verbose=0,
-                          checkpoint_config=tune.CheckpointConfig(num_to_keep=keep),
+                          checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
                           failure_config=tune.FailureConfig(max_failures=0),
                           callbacks=[_Lines(tune, on_trial)] if on_trial else None)
 
@@ -172,33 +240,42 @@ def _Lines(tune, on_trial):
 
     class Lines(tune.Callback):
         def on_trial_complete(self, iteration, trials, trial, **info):
-            on_trial(trial.last_result, trial, "finished")
+            on_trial(trial.last_result, trial, False)
 
         def on_trial_error(self, iteration, trials, trial, **info):
-            on_trial(trial.last_result, trial, "error")
+            on_trial(trial.last_result, trial, True)
 
     return Lines()
 
 
-def _gpus(cpus_per_trial: int) -> float:
+def _gpus(cluster: dict, cpus_per_trial: int) -> float:
     """The GPUs of the cluster shared out over the trials its CPUs run at once."""
-    resources = ray_module().cluster_resources()
-    gpus, cpus = resources.get("GPU", 0), resources.get("CPU", 1)
+    gpus, cpus = cluster.get("GPU", 0), cluster.get("CPU", 1)
     return 0 if not gpus else min(1.0, gpus * cpus_per_trial / cpus)
 
 
-def _claim(out: str, plan: Plan, argv) -> None:
+def _check_claim(out: str, plan: Plan) -> None:
     """``OUT/sweep.json`` says which experiment ``out`` holds: the same command resumes it,
     another is refused before anything is written."""
-    os.makedirs(out, exist_ok=True)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ConfigError(f"{out} is a file, not a sweep directory; give a directory")
     path = os.path.join(out, "sweep.json")
-    if os.path.exists(path):
-        try:
-            with open(path) as f:
-                held = json.load(f).get("plan")
-        except (OSError, ValueError, AttributeError):
-            held = None
-        if held != plan.to_json():
-            raise ConfigError(f"{out} holds a different sweep (other keys, values, seeds, "
-                              "budget or settings); give a new directory")
-    atomic_write(path, json.dumps({"argv": list(argv), "plan": plan.to_json()}, indent=1))
+    if not os.path.exists(path):
+        if os.path.exists(os.path.join(out, EXPERIMENT)):
+            raise ConfigError(f"{out} holds a Tune experiment that this script did not "
+                              "start (no sweep.json); give a new directory")
+        return
+    try:
+        with open(path) as f:
+            held = json.load(f).get("plan")
+    except (OSError, ValueError, AttributeError):
+        held = None
+    if held != plan.to_json():
+        raise ConfigError(f"{out} holds a different sweep (other keys, values, seeds, "
+                          "budget or settings); give a new directory")
+
+
+def _claim(out: str, plan: Plan, argv) -> None:
+    os.makedirs(out, exist_ok=True)
+    atomic_write(os.path.join(out, "sweep.json"),
+                 json.dumps({"argv": list(argv), "plan": plan.to_json()}, indent=1))

@@ -6,6 +6,7 @@ command runs again."""
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,24 +54,37 @@ def sessions(run_dir: Path) -> list[int]:
         return [s["from_generation"] for s in json.load(f)["sessions"]]
 
 
+def killed_midway(out: Path, proc, generations: int) -> Path:
+    """``kill -9`` the sweep's driver once Tune's saved experiment state knows a checkpoint
+    of a trial that is still running; returns that trial's run directory."""
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        states = list((out / "tune").glob("experiment_state-*.json"))
+        saved = max((p.stat().st_mtime for p in states), default=0)
+        for trial in (out / "tune").glob("*_0000?_*"):
+            checkpoints = list(trial.glob("checkpoint_*"))
+            run_dir = out / "runs" / ("trial-" + re.search(r"_(\d{5})_", trial.name)[1])
+            metrics = run_dir / "metrics.jsonl"
+            if (checkpoints and saved > min(c.stat().st_mtime for c in checkpoints) + 0.2
+                    and metrics.exists()
+                    and len(metrics.read_text().splitlines()) < generations - 2):
+                os.kill(proc.pid, signal.SIGKILL)  # the driver only: Ray's processes see it
+                proc.communicate()
+                return run_dir
+        time.sleep(0.05)
+    raise AssertionError("no trial was checkpointed midway in 300 s")
+
+
 def test_a_grid_sweep_killed_with_kill_9_is_finished_by_the_same_command(tmp_path):
     """Each trial is the run ``neuroevo run`` makes of its config, whether or not the sweep
     was killed on the way; a finished sweep run again reruns nothing."""
     out = tmp_path / "k"
-    args = ["--grid", "algo.sigma=0.01,0.05", "--seeds", "0,1", "--generations", "8"]
+    args = ["--grid", "algo.sigma=0.01,0.05", "--seeds", "0,1", "--generations", "20"]
     proc = subprocess.Popen([sys.executable, str(SWEEP), str(out), *CARTPOLE, *args],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
-    deadline, started = time.time() + 300, None
-    while started is None and time.time() < deadline:
-        for path in sorted((out / "runs").glob("trial-*/metrics.jsonl")):
-            if len(path.read_text().splitlines()) >= 3:
-                started = path.parent
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.05)
-    assert started is not None
-    os.kill(proc.pid, signal.SIGKILL)  # the driver only: Ray's processes find it gone
-    proc.communicate()
+    midway = killed_midway(out, proc, generations=20)
 
     done = sweep(out, *args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -86,7 +100,7 @@ def test_a_grid_sweep_killed_with_kill_9_is_finished_by_the_same_command(tmp_pat
         assert rows(run_dir) == alone(run_dir)  # the trial is the run its config defines
         assert float(r["score"]) == rows(run_dir)[-1]["center_score"]
         assert not (run_dir / ".tune-checkpoint").exists()
-    assert max(sessions(started)) >= 3  # continued from its checkpoint, not from the start
+    assert max(sessions(midway)) > 0  # killed midway, it continued from its checkpoint
     before = {r["run_dir"]: (out / r["run_dir"] / "metrics.jsonl").read_text() for r in table}
 
     again = sweep(out, *args, cwd=tmp_path)
@@ -96,12 +110,12 @@ def test_a_grid_sweep_killed_with_kill_9_is_finished_by_the_same_command(tmp_pat
 
     # The trials are run directories that 'neuroevo resume' continues.
     resumed = subprocess.run([sys.executable, "-m", "neuroevo", "resume",
-                              str(out / table[0]["run_dir"]), "--generations", "9",
+                              str(out / table[0]["run_dir"]), "--generations", "21",
                               "--no-progress"], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    assert len(rows(out / table[0]["run_dir"])) == 9
+    assert len(rows(out / table[0]["run_dir"])) == 21
 
-    other = sweep(out, *args[:-1], "9", cwd=tmp_path)
+    other = sweep(out, *args[:-1], "21", cwd=tmp_path)
     lines = other.stderr.strip().splitlines()
     assert other.returncode == 2 and len(lines) == 1 and "holds a different sweep" in lines[0]
 
@@ -141,12 +155,18 @@ def test_pbt_exploits_by_copying_a_better_trials_checkpoint(tmp_path):
     assert len(table) == 4 and {r["status"] for r in table} == {"finished"}
     with open(out / "tune" / "pbt_global.txt") as f:
         exploits = [json.loads(line) for line in f]
-    assert exploits and all(e[2] in (2, 4) for e in exploits)  # never at the last row
-    # The last exploit: the target took the donor's history and continued with new values.
-    target, donor, _, at, _, explored = exploits[-1]
-    target_dir, donor_dir = (out / "runs" / f"trial-{int(tag.split('_')[0]):05d}"
-                             for tag in (target, donor))
-    assert rows(target_dir)[:at] == rows(donor_dir)[:at]
+    # Exploits at the interval only, never once the budget is spent (ES: from generation 4).
+    assert exploits and all(e[2] in (2, 3) for e in exploits)
+    # The last exploit: the target took the donor's checkpoint, history included, and went on
+    # with the explored values.
+    target, donor, _, _, _, explored = exploits[-1]
+    index = [int(tag.split("_")[0]) for tag in (target, donor)]
+    target_dir, donor_dir = (out / "runs" / f"trial-{i:05d}" for i in index)
+    assert rows(target_dir)[:2] == rows(donor_dir)[:2]
+    own = [json.loads(line) for line in
+           next((out / "tune").glob(f"*_{index[0]:05d}_*/result.json")).open()]
+    assert own[0]["fitness_mean"] != rows(donor_dir)[0]["fitness_mean"]  # it was another run
     cfg = RunDir(str(target_dir)).load_config()
     assert (cfg.algo.sigma, cfg.algo.lr) == (explored["algo.sigma"], explored["algo.lr"])
-    assert at + 1 in sessions(target_dir)  # ES's checkpoint holds the next generation, pending
+    assert 0.002 <= cfg.algo.sigma <= 0.5 and 0.001 <= cfg.algo.lr <= 0.1  # kept in range
+    assert 3 in sessions(target_dir)  # restored at the donor's checkpoint (ES: gen 2 pending)

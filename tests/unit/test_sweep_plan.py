@@ -47,7 +47,8 @@ def test_ranges_schedulers_and_their_defaults():
     (dict(ranges=["algo.sigma=log:0.01:0.1"], samples=0), "the number of points, >= 1"),
     (dict(grid=["algo.sigma=0.1"], seeds="0,1,0"), "--seeds takes distinct"),
     (dict(grid=["algo.sigma=0.1"], scheduler="pbt"), "perturbs the --range keys"),
-    (dict(ranges=["net.hidden=int:4:8"], samples=2, scheduler="pbt"), "cannot change net"),
+    (dict(ranges=["algo.population=int:4:12"], samples=2, scheduler="pbt"),
+     "cannot change algo.population"),
     (dict(grid=["algo.sigma=0.1"], metric="elite_scor"), "unknown metric 'elite_scor'"),
     (dict(grid=["algo.sigma=0.1"], metric="elite_score"), "do not report elite_score"),
     (dict(grid=["algo.sigma=0.1"], metric="test_score",
@@ -64,6 +65,10 @@ def test_ranges_schedulers_and_their_defaults():
     (dict(grid=["algo.sigma=0.1"], pbt_interval=2), "--pbt-interval goes with"),
     (dict(ranges=["algo.sigma=log:0.01:0.1"], samples=2, scheduler="pbt",
           pbt_interval=6), "leaves no perturbation"),
+    (dict(ranges=["algo.sigma=log:0.01:0.1"], samples=2, search="optuna",
+          scheduler="pbt"), "use --search random with it"),
+    (dict(ranges=["env.id=lin:0:1"], samples=2), "env.id is not a number"),
+    (dict(ranges=["algo.population=lin:5:10"], samples=2), "write algo.population=int:lo"),
     (dict(), "give the values to sweep")])
 def test_bad_plans_say_what_to_do(kwargs, needle):
     with pytest.raises(ConfigError) as e:
