@@ -110,7 +110,7 @@ def _pbt(tune):
       runs (a trial ended before it, or a resumed sweep, whose trials come back past the
       point its fresh scheduler expects), the sync point moves to the next multiple of the
       interval."""
-    s, Trial = tune.schedulers, tune.experiment.Trial
+    s, TuneTrial = tune.schedulers, tune.experiment.Trial
 
     class PBT(s.PopulationBasedTraining):
         def on_trial_result(self, tune_controller, trial, result):
@@ -121,8 +121,8 @@ def _pbt(tune):
         def choose_trial_to_run(self, tune_controller):
             chosen = super().choose_trial_to_run(tune_controller)
             trials = tune_controller.get_trials()
-            waiting = [t for t in trials if t.status in (Trial.PENDING, Trial.PAUSED)]
-            if chosen is None and waiting and not any(t.status == Trial.RUNNING
+            waiting = [t for t in trials if t.status in (TuneTrial.PENDING, TuneTrial.PAUSED)]
+            if chosen is None and waiting and not any(t.status == TuneTrial.RUNNING
                                                       for t in trials):
                 latest = max(self._trial_state[t].last_train_time for t in waiting)
                 interval = self._perturbation_interval
