@@ -141,6 +141,32 @@ def keys(cfg=None, prefix: str = "") -> list[str]:
     return out
 
 
+def _types(hint) -> list[type]:
+    """The types a field's hint allows, ``None`` aside (``float | None``: ``[float]``)."""
+    args = typing.get_args(hint)
+    return [a for a in args if a is not type(None)] if args else [hint]
+
+
+def locate(cfg: Config, key: str) -> tuple[object, str]:
+    """The section of ``cfg`` that holds dotted ``key``, and the field's name in it."""
+    *path, name = key.split(".")
+    for part in path:
+        cfg = getattr(cfg, part)
+    return cfg, name
+
+
+def value_of(cfg: Config, key: str):
+    """The value of dotted ``key`` in ``cfg``."""
+    section, name = locate(cfg, key)
+    return getattr(section, name)
+
+
+def field_types(key: str) -> list[type]:
+    """The types dotted ``key`` holds, ``None`` aside (``algo.sigma``: ``[float]``)."""
+    section, name = locate(Config(), key)
+    return _types(typing.get_type_hints(type(section))[name])
+
+
 def _coerce(key: str, text, hint):
     """Parse ``text`` as the field's type (``int``, ``float``, ``str``, ``bool``, ``X | None``).
 
@@ -148,7 +174,7 @@ def _coerce(key: str, text, hint):
     floats must be finite.
     """
     args = typing.get_args(hint)
-    types = [a for a in args if a is not type(None)] if args else [hint]
+    types = _types(hint)
     if args and (text is None or str(text).lower() == "none"):
         return None
     if types == [bool]:
@@ -176,10 +202,7 @@ def override(cfg: Config, key: str, value) -> None:
     """Set dotted ``key`` to ``value`` (text or a Python value), type-checked."""
     if key not in keys():
         raise UnknownName("config key", key, keys())
-    *path, name = key.split(".")
-    target = cfg
-    for part in path:
-        target = getattr(target, part)
+    target, name = locate(cfg, key)
     hints = typing.get_type_hints(type(target))
     setattr(target, name, _coerce(key, value, hints[name]))
 
@@ -223,11 +246,7 @@ def identity(cfg: Config) -> dict:
     flat = {}
     for key in keys(cfg):
         if key.split(".")[0] in ("seed", "algo", "env", "net") and key not in TEST_KEYS:
-            *path, name = key.split(".")
-            target = cfg
-            for part in path:
-                target = getattr(target, part)
-            flat[key] = getattr(target, name)
+            flat[key] = value_of(cfg, key)
     return flat
 
 

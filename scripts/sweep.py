@@ -106,8 +106,6 @@ def sweep(args, argv) -> int | None:
 
     if args.random is not None and (args.samples is not None or args.search):
         raise ConfigError("--random N is --search random --samples N; give one of the two")
-    if args.random is not None and args.random < 1:
-        raise ConfigError(f"--random takes the number of points, >= 1, got {args.random}")
     search = "random" if args.random is not None else args.search
     plan = make_plan(args.algo, config=args.config and os.path.abspath(args.config),
                      sets=args.set, grid=args.grid, ranges=args.range, seeds=args.seeds,

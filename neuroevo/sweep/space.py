@@ -7,10 +7,20 @@ from __future__ import annotations
 
 import copy
 import math
-import typing
 from dataclasses import dataclass, field, replace
 
-from neuroevo.config import Config, apply_sets, check, from_dict, keys, load, override, to_dict
+from neuroevo.config import (
+    Config,
+    apply_sets,
+    check,
+    field_types,
+    from_dict,
+    keys,
+    load,
+    override,
+    to_dict,
+    value_of,
+)
 from neuroevo.errors import ConfigError, UnknownName
 from neuroevo.metrics import METRICS
 
@@ -129,7 +139,7 @@ def parse_range(spec: str) -> Range:
         raise ConfigError(f"--range int needs whole lo and hi, got {spec!r}")
     if key not in keys():
         raise UnknownName("config key", key, keys())
-    types = field_types(key)
+    types = set(field_types(key))
     if not types <= {int, float}:
         raise ConfigError(f"--range {key}: {key} is not a number; sweep it with --grid "
                           f"{key}=v1,v2")
@@ -138,25 +148,11 @@ def parse_range(spec: str) -> Range:
     return Range(key, "lin" if kind == "uniform" else kind, lo, hi)
 
 
-def field_types(key: str) -> set[type]:
-    """The types config key ``key`` holds, ``None`` aside (``algo.sigma``: float)."""
-    *path, name = key.split(".")
-    section = Config()
-    for part in path:
-        section = getattr(section, part)
-    hint = typing.get_type_hints(type(section))[name]
-    return {t for t in (typing.get_args(hint) or (hint,)) if t is not type(None)}
-
-
 def typed(key: str, text: str):
     """``text`` as the value config key ``key`` takes (the trial names show numbers)."""
     cfg = Config()
     override(cfg, key, text)
-    *path, name = key.split(".")
-    target = cfg
-    for part in path:
-        target = getattr(target, part)
-    return getattr(target, name)
+    return value_of(cfg, key)
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:

@@ -48,10 +48,11 @@ class Trial:
         e.env_threads = e.env_threads or (1 if e.workers > 1 else self.cpus)
         run_dir = RunDir(os.path.join(self.out, "runs", run_name(trial_id)))
         built = build_run(cfg)
+        budget = Budget.of(built.config)
         try:
             totals, history = _start(run_dir, built, tune.get_checkpoint())
-            report = Report(tune, run_dir, Budget.of(built.config), self.checkpoint_every)
-            generations(built.optimizer, built.evaluator, Budget.of(built.config), totals,
+            report = Report(tune, run_dir, budget, self.checkpoint_every)
+            generations(built.optimizer, built.evaluator, budget, totals,
                         history, [Checkpoints(run_dir, built), report],
                         tests=Tests.of(built.config))
             if not report.reported and history:  # restored after its last row: say it again
