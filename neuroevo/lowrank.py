@@ -17,7 +17,6 @@ perturbation exactly: the reference every fast path is tested against.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ import torch
 
 from neuroevo.errors import ConfigError, check_range
 from neuroevo.noise import NoiseTable, mix64
+from neuroevo.threads import torch_threads
 
 
 @dataclass(frozen=True)
@@ -53,18 +53,6 @@ class Block:
     def length(self) -> int:
         """Noise floats the block reads: ``(out + inner) * r``, or its size."""
         return (self.out + self.inner) * self.rank if self.rank else self.size
-
-
-@contextlib.contextmanager
-def _one_thread():
-    """Products with one torch thread: their sums then run in one order on every machine
-    (a multithreaded GEMM may split the reduction by thread count)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 class LowRank:
@@ -118,7 +106,7 @@ class LowRank:
         """``[D]`` float32: the perturbation ``seed``, materialised (matrix blocks
         ``A @ B.T / sqrt(r)``)."""
         parts = []
-        with _one_thread():
+        with torch_threads(1):  # a multithreaded GEMM may split its sums by thread count
             for b, f in zip(self.blocks, self.factors(noise, seed, device), strict=True):
                 parts.append((f[0] @ f[1].T * self.scale).reshape(-1) if b.rank else f[0])
         return torch.cat(parts)
@@ -131,7 +119,7 @@ class LowRank:
         w = torch.as_tensor(list(weights), dtype=torch.float32, device=device)
         per_member = [self.factors(noise, s, device) for s in seeds]
         parts = []
-        with _one_thread():
+        with torch_threads(1):
             for j, b in enumerate(self.blocks):
                 if b.rank:
                     a = torch.cat([f[j][0] * w[i] for i, f in enumerate(per_member)], 1)

@@ -30,10 +30,7 @@ class ParallelEvaluator:
 
     def __init__(self, parts: list[Evaluator]):
         self.parts = parts
-        # one torch thread per driver thread: set in each thread (OpenMP's setting is per
-        # thread), and in the caller while the parts run
-        self._threads = ThreadPoolExecutor(len(parts), thread_name_prefix="neuroevo-driver",
-                                           initializer=torch.set_num_threads, initargs=(1,))
+        self._threads = ThreadPoolExecutor(len(parts), thread_name_prefix="neuroevo-driver")
 
     def layout(self) -> dict:
         return {**self.parts[0].layout(), "workers": len(self.parts)}
@@ -75,15 +72,11 @@ class ParallelEvaluator:
                 done[0] += 1
                 on_episode(done[0], len(job_of), score, frames)
 
-        start, threads = time.perf_counter(), torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            futures = [self._threads.submit(part.evaluate_jobs, mine,
-                                            report if on_episode else None, False)
-                       for part, _, mine in shares]
-            results = [f.result() for f in futures]
-        finally:
-            torch.set_num_threads(threads)
+        start = time.perf_counter()
+        futures = [self._threads.submit(part.evaluate_jobs, mine,
+                                        report if on_episode else None, False)
+                   for part, _, mine in shares]
+        results = [f.result() for f in futures]
         parts = []  # each part's result over its positions in the pass
         for (_, pos, _), rs in zip(shares, results, strict=True):
             # the part's results come job by job, which is the order of its positions too
@@ -150,7 +143,12 @@ def make_evaluator(policy, env, population: int, device: torch.device, *,
     check_fits(policy.spec.num_params, workers, subsets or auto_subsets, slots or auto_slots,
                device)
     threads = env_threads or (1 if workers > 1 else 0)
+    # One torch thread per driver thread on a CPU, even a lone one: a lone driver's small
+    # per-network products lose more to a fork/join per layer than a second thread gives
+    # (Hopper's MLP 64-64: 1.6x with one thread; the 256-256 MLP within +-15%: see
+    # experiments/bench/README.md, scripts/bench_torch_threads.py).
+    one = 1 if device.type == "cpu" or workers > 1 else 0
     parts = [Evaluator(policy, env, subsets=subsets or auto_subsets, slots=slots or auto_slots,
-                       threads=threads, device=device, **options)
+                       threads=threads, device=device, torch_threads=one, **options)
              for _ in range(workers)]
     return parts[0] if workers == 1 else ParallelEvaluator(parts)

@@ -41,6 +41,7 @@ from neuroevo.policy.batched import BatchedPolicy, SlotParams
 from neuroevo.policy.heads import to_actions
 from neuroevo.policy.lowrank import LowRankSlots
 from neuroevo.policy.obsnorm import ObsNorm
+from neuroevo.threads import torch_threads
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -170,12 +171,15 @@ class Evaluator:
             from the episodes that ``obs_stats_fraction`` of them samples (paper: 0.01).
         action_noise: std of Gaussian noise added to continuous actions in training
             episodes (paper, MuJoCo: 0.01); never in validation or play.
+        torch_threads: torch threads for the forward passes while an evaluation runs (0: the
+            calling thread's). ``make_evaluator`` gives each CPU driver thread one.
     """
 
     def __init__(self, policy: BatchedPolicy, env: EnvSpec, *, subsets: int = 2,
                  slots: int = 32, threads: int = 0, device="auto", seed: int = 0,
                  async_resets: bool | None = None, obs_norm: ObsNorm | None = None,
-                 obs_stats_fraction: float = 0.01, action_noise: float = 0.0):
+                 obs_stats_fraction: float = 0.01, action_noise: float = 0.0,
+                 torch_threads: int = 0):
         check_range("obs_stats_fraction", obs_stats_fraction, 0 <= obs_stats_fraction <= 1,
                     "in [0, 1]")
         check_range("action_noise", action_noise, action_noise >= 0, ">= 0")
@@ -185,7 +189,7 @@ class Evaluator:
         self.episode_cap, self.frameskip = env.episode_cap, env.frameskip
         self.device, self.seed = resolve_device(device), seed
         self.obs_norm, self.obs_stats_fraction = obs_norm, obs_stats_fraction
-        self.action_noise = action_noise
+        self.action_noise, self.torch_threads = action_noise, torch_threads
         # One subset has nothing to compute while its envs step: it steps them itself.
         self.subsets = [_Subset(env.make_pool(slots, threads, inline=subsets == 1),
                                 policy.slot_storage(slots, self.device))
@@ -233,6 +237,10 @@ class Evaluator:
         population's generation, phase and member; its own cap; action noise and
         observation statistics only in training jobs, of which there is at most one).
         Returns one result per job (``pass_results``: the pass's costs on the first)."""
+        with torch_threads(self.torch_threads):
+            return self._evaluate_jobs(jobs, on_episode, merge_stats)
+
+    def _evaluate_jobs(self, jobs: list[Job], on_episode, merge_stats: bool) -> list[EvalResult]:
         run = _Run(self, jobs, on_episode)
         for sub in self.subsets:
             sub.slots = Slots(sub.params.num_rows)

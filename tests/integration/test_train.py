@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from neuroevo import SeedChain, train
@@ -297,6 +298,30 @@ def test_several_driver_threads_give_the_same_run():
             ((1, 0), (2, 0), (3, 2))]
     assert [[r[k] for k in keys] for r in runs[0]] == [[r[k] for k in keys] for r in runs[1]]
     assert [[r[k] for k in keys] for r in runs[0]] == [[r[k] for k in keys] for r in runs[2]]
+
+
+def test_every_cpu_driver_computes_on_one_torch_thread_and_gives_the_caller_its_own_back():
+    from neuroevo.build import build
+    from neuroevo.config import override
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for workers in (1, 2):
+            cfg = Config()
+            for key, value in {"env.id": "CartPole-v1", "net.hidden": "8", "algo.name": "es",
+                               "algo.population": 8, "engine.workers": workers,
+                               "engine.device": "cpu"}.items():
+                override(cfg, key, value)
+            built = build(cfg)
+            seen = set()  # on_episode runs in the driver thread that ran the episode
+            built.evaluator.evaluate(built.optimizer.ask(),
+                                     on_episode=lambda *_, s=seen: s.add(torch.get_num_threads()))
+            built.evaluator.close()
+            assert seen == {1}, workers
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_closing_a_parallel_evaluator_ends_its_running_evaluation():
