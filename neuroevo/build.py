@@ -163,20 +163,30 @@ def build(cfg: Config, local: bool = True) -> Built:
     return Built(policy, optimizer, evaluator, device, env, cfg, obs_norm, arch)
 
 
+def fit_to_cpus(e, cpus: int):
+    """``e`` (an engine config) with what it leaves automatic fitted to ``cpus``, a Ray
+    worker's or a sweep trial's share, not the node's cores: a driver thread per CPU, as
+    ``make_evaluator`` lays out a machine, and as there, one simulator thread per pool when
+    there are several drivers (else ``cpus``: a pool's own default would take every core of
+    the node)."""
+    e.workers = e.workers or cpus
+    e.env_threads = e.env_threads or (1 if e.workers > 1 else cpus)
+    return e
+
+
 @dataclass(frozen=True)
 class Replicas:
     """The replica factory of a distributed run: picklable (the resolved config as plain
     data), and called in each remote worker as ``replicas(cpus, members)``, it builds the
     same policy, optimizer and observation normaliser as the driver's ``build``, with a
-    local evaluator laid out for that worker: ``cpus`` simulator and driver threads, and
-    subsets sized for chunks of ``members`` (what ``engine`` leaves automatic)."""
+    local evaluator laid out for that worker's ``cpus`` (``fit_to_cpus``), and subsets
+    sized for chunks of ``members`` (what ``engine`` leaves automatic)."""
 
     config: dict
 
     def __call__(self, cpus: int, members: int) -> Built:
         cfg = from_dict(self.config)
-        e = cfg.engine
-        e.env_threads, e.workers = e.env_threads or cpus, e.workers or cpus
+        e = fit_to_cpus(cfg.engine, cpus)
         if not (e.subsets or e.slots):
             e.subsets, e.slots = default_layout(members, resolve_device(e.device),
                                                 env_spec(cfg.env).kind)

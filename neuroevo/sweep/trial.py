@@ -15,7 +15,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
-from neuroevo.build import build_run
+from neuroevo.build import build_run, fit_to_cpus
 from neuroevo.checkpoint import Checkpoints, RunDir, finite
 from neuroevo.config import keys
 from neuroevo.dist.session import tune_module
@@ -43,9 +43,7 @@ class Trial:
         trial_id = tune.get_context().get_trial_id()
         values = {k: v for k, v in config.items() if k in KEYS and k != "seed"}
         cfg = self.plan.trial_config(values, seed_of(self.plan, config))
-        e = cfg.engine  # what the layout leaves automatic fits the trial's CPUs, not the node's
-        e.workers = e.workers or self.cpus
-        e.env_threads = e.env_threads or (1 if e.workers > 1 else self.cpus)
+        fit_to_cpus(cfg.engine, self.cpus)
         run_dir = RunDir(os.path.join(self.out, "runs", run_name(trial_id)))
         built = build_run(cfg)
         budget = Budget.of(built.config)
