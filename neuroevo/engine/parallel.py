@@ -146,7 +146,8 @@ def make_evaluator(policy, env, population: int, device: torch.device, *,
     # One torch thread per driver thread on a CPU, even a lone one: a lone driver's small
     # per-network products lose more to a fork/join per layer than a second thread gives
     # (Hopper's MLP 64-64: 1.6x with one thread; the 256-256 MLP within +-15%: see
-    # experiments/bench/README.md, scripts/bench_torch_threads.py).
+    # experiments/bench/README.md, scripts/bench_torch_threads.py). Several drivers on a GPU
+    # keep one each too, as they had; a lone GPU driver keeps the caller's.
     one = 1 if device.type == "cpu" or workers > 1 else 0
     parts = [Evaluator(policy, env, subsets=subsets or auto_subsets, slots=slots or auto_slots,
                        threads=threads, device=device, torch_threads=one, **options)

@@ -172,7 +172,8 @@ class Evaluator:
         action_noise: std of Gaussian noise added to continuous actions in training
             episodes (paper, MuJoCo: 0.01); never in validation or play.
         torch_threads: torch threads for the forward passes while an evaluation runs (0: the
-            calling thread's). ``make_evaluator`` gives each CPU driver thread one.
+            calling thread's). ``make_evaluator`` gives one to every CPU driver and to each
+            of several GPU drivers.
     """
 
     def __init__(self, policy: BatchedPolicy, env: EnvSpec, *, subsets: int = 2,
