@@ -57,7 +57,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-    threads = [int(t) for t in args.threads.split(",")]
+    unknown = [c for c in args.cases.split(",") if c not in CASES]
+    if unknown:
+        ap.error(f"--cases: unknown case {unknown[0]!r}; choose from {', '.join(CASES)}")
+    try:
+        threads = [int(t) for t in args.threads.split(",")]
+    except ValueError:
+        ap.error(f"--threads takes whole numbers separated by commas, got {args.threads!r}")
+    if min(threads) < 1:
+        ap.error(f"--threads takes counts >= 1, got {args.threads!r}")
     out: dict = {"machine": platform.processor() or platform.machine(),
                  "cpu_count": os.cpu_count(), "default_torch_threads": torch.get_num_threads(),
                  "seconds": args.seconds, "rounds": args.rounds, "cases": {}}
