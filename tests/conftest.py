@@ -11,6 +11,21 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: one worker per CPU this process may use, at most 4 (each test may run two
+    threads of its own)."""
+    return min(len(os.sched_getaffinity(0)), 4)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Groups for ``--dist loadgroup``: a file's tests run on one worker (they share its
+    module fixtures), and so do all tests marked ``ray``, one at a time: they count the
+    processes of their own local cluster, which another cluster's would confuse."""
+    for item in items:
+        group = "ray" if item.get_closest_marker("ray") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def noise():
     """A small table keeps tests fast; the code paths are those of the 32M default."""

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from faultkit import CARTPOLE, neuroevo, one_line_error, start, terminate, wait_for_rows
 
-pytestmark = pytest.mark.slow  # starts local Ray clusters
+pytestmark = [pytest.mark.slow, pytest.mark.ray]  # starts local Ray clusters
 
 ray = pytest.importorskip("ray")
 RAY = ["--backend", "ray", "--ray-actors", "1"]

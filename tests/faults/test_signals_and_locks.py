@@ -59,6 +59,7 @@ def test_default_run_directories_never_collide(tmp_path):
     assert len(runs) == 2 and all(r.startswith("ga-CartPole-v1-s7-") for r in runs), runs
 
 
+@pytest.mark.ray
 def test_an_interrupted_sweep_prints_no_traceback_and_continues(tmp_path):
     import subprocess
     import sys

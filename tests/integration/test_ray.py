@@ -9,7 +9,7 @@ import pytest
 
 from neuroevo import train
 
-pytestmark = pytest.mark.slow  # starts local Ray clusters
+pytestmark = [pytest.mark.slow, pytest.mark.ray]  # starts local Ray clusters
 
 ray = pytest.importorskip("ray")
 

@@ -18,7 +18,7 @@ import pytest
 from neuroevo import train
 from neuroevo.checkpoint import RunDir
 
-pytestmark = pytest.mark.slow  # whole sweeps on a local Ray instance
+pytestmark = [pytest.mark.slow, pytest.mark.ray]  # whole sweeps on a local Ray instance
 
 SWEEP = Path(__file__).resolve().parents[2] / "scripts" / "sweep.py"
 CARTPOLE = ["--algo", "es", "--set", "env.id=CartPole-v1", "--set", "engine.device=cpu",
@@ -54,24 +54,73 @@ def sessions(run_dir: Path) -> list[int]:
         return [s["from_generation"] for s in json.load(f)["sessions"]]
 
 
+def trial_processes(session: int) -> list[int]:
+    """The sweep's running trials: Tune's function-trainable actors in its session."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                running = f.read().startswith(b"ray::ImplicitFunc")
+            if running and os.getsid(int(pid)) == session:
+                pids.append(int(pid))
+        except OSError:  # gone meanwhile
+            continue
+    return pids
+
+
+def saved_state(out: Path) -> float:
+    """When Tune last saved its experiment state (0: never)."""
+    return max((p.stat().st_mtime for p in (out / "tune").glob("experiment_state-*.json")),
+               default=0)
+
+
+def known_checkpoint(trial: Path) -> bool:
+    """Whether Tune's driver has taken in a result of the trial that carries a checkpoint:
+    its logger writes each result it takes in to ``result.json``."""
+    try:
+        lines = (trial / "result.json").read_text().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        try:
+            if json.loads(line).get("checkpoint_dir_name"):
+                return True
+        except json.JSONDecodeError:  # the line being written
+            pass
+    return False
+
+
 def killed_midway(out: Path, proc, generations: int) -> Path:
     """``kill -9`` the sweep's driver once Tune's saved experiment state knows a checkpoint
-    of a trial that is still running; returns that trial's run directory."""
+    of a trial that is still running; returns that trial's run directory.
+
+    The running trials are stopped (SIGSTOP) once the driver knows a checkpoint of one
+    that has rows to go, and killed with the driver: the moment does not depend on how
+    fast the machine trains. The driver, still running, saves its state meanwhile."""
     deadline = time.time() + 300
     while time.time() < deadline:
         assert proc.poll() is None, proc.communicate()
-        states = list((out / "tune").glob("experiment_state-*.json"))
-        saved = max((p.stat().st_mtime for p in states), default=0)
         for trial in (out / "tune").glob("*_0000?_*"):
-            checkpoints = list(trial.glob("checkpoint_*"))
-            run_dir = out / "runs" / ("trial-" + re.search(r"_(\d{5})_", trial.name)[1])
-            metrics = run_dir / "metrics.jsonl"
-            if (checkpoints and saved > min(c.stat().st_mtime for c in checkpoints) + 0.2
-                    and metrics.exists()
+            metrics = (out / "runs" / ("trial-" + re.search(r"_(\d{5})_", trial.name)[1])
+                       / "metrics.jsonl")
+            if not (known_checkpoint(trial) and metrics.exists()
                     and len(metrics.read_text().splitlines()) < generations - 2):
-                os.kill(proc.pid, signal.SIGKILL)  # the driver only: Ray's processes see it
-                proc.communicate()
-                return run_dir
+                continue
+            stopped = trial_processes(proc.pid)
+            for pid in stopped:
+                os.kill(pid, signal.SIGSTOP)
+            if len(metrics.read_text().splitlines()) >= generations - 2:  # it ran on meanwhile
+                for pid in stopped:
+                    os.kill(pid, signal.SIGCONT)
+                continue
+            since = time.time()
+            while saved_state(out) < since + 0.3 and time.time() < deadline:
+                time.sleep(0.05)
+            os.kill(proc.pid, signal.SIGKILL)  # the driver, then its trials
+            for pid in stopped:
+                os.kill(pid, signal.SIGKILL)
+            proc.communicate()
+            return metrics.parent
         time.sleep(0.05)
     raise AssertionError("no trial was checkpointed midway in 300 s")
 
@@ -80,15 +129,14 @@ def test_a_grid_sweep_killed_with_kill_9_is_finished_by_the_same_command(tmp_pat
     """Each trial is the run ``neuroevo run`` makes of its config, whether or not the sweep
     was killed on the way; a finished sweep run again reruns nothing."""
     out = tmp_path / "k"
-    # A generation takes about 30 ms here: 100 of them, with Tune saving its state every
-    # 0.25 s, leave seconds in which a trial is checkpointed but unfinished, on any machine.
+    # Tune saves its state every 0.25 s here, so the stopped trials wait a moment only.
     args = ["--grid", "algo.sigma=0.01,0.05", "--seeds", "0,1", "--set", "env.episode_cap=200",
-            "--generations", "100"]
+            "--generations", "30"]
     proc = subprocess.Popen([sys.executable, str(SWEEP), str(out), *CARTPOLE, *args],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True,
                             env={**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "0.25"})
-    midway = killed_midway(out, proc, generations=100)
+    midway = killed_midway(out, proc, generations=30)
 
     done = sweep(out, *args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -115,12 +163,12 @@ def test_a_grid_sweep_killed_with_kill_9_is_finished_by_the_same_command(tmp_pat
 
     # The trials are run directories that 'neuroevo resume' continues.
     resumed = subprocess.run([sys.executable, "-m", "neuroevo", "resume",
-                              str(out / table[0]["run_dir"]), "--generations", "101",
+                              str(out / table[0]["run_dir"]), "--generations", "31",
                               "--no-progress"], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
-    assert len(rows(out / table[0]["run_dir"])) == 101
+    assert len(rows(out / table[0]["run_dir"])) == 31
 
-    other = sweep(out, *args[:-1], "101", cwd=tmp_path)
+    other = sweep(out, *args[:-1], "31", cwd=tmp_path)
     lines = other.stderr.strip().splitlines()
     assert other.returncode == 2 and len(lines) == 1 and "holds a different sweep" in lines[0]
 
