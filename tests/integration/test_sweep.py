@@ -223,3 +223,32 @@ def test_pbt_exploits_by_copying_a_better_trials_checkpoint(tmp_path):
     assert (cfg.algo.sigma, cfg.algo.lr) == (explored["algo.sigma"], explored["algo.lr"])
     assert 0.002 <= cfg.algo.sigma <= 0.5 and 0.001 <= cfg.algo.lr <= 0.1  # kept in range
     assert 3 in sessions(target_dir)  # restored at the donor's checkpoint (ES: gen 2 pending)
+
+
+def test_the_python_api_example_runs_an_asha_sweep_of_run_directories(tmp_path):
+    """experiments/sweeps/custom_sweep.py, as its README runs it: 8 trials drawn from its
+    ranges, ASHA stopping some at its rungs, and the best that it names."""
+    example = Path(__file__).resolve().parents[2] / "experiments" / "sweeps" / "custom_sweep.py"
+    out = tmp_path / "c"
+    done = subprocess.run([sys.executable, str(example), str(out)], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr
+    named = re.fullmatch(r"best centre score (\S+) with sigma \S+, lr \S+: (\S+)",
+                         done.stdout.strip().splitlines()[-1])
+    assert named, done.stdout
+    trials = sorted((out / "runs").iterdir())
+    assert len(trials) == 8 and Path(named[2]) in trials
+    lengths = []
+    for run_dir in trials:
+        cfg = RunDir(str(run_dir)).load_config()
+        assert 0.005 <= cfg.algo.sigma <= 0.2 and 0.003 <= cfg.algo.lr <= 0.1
+        reported = [json.loads(line) for line in
+                    next((out / "tune").glob(f"*_{run_dir.name[-5:]}_*")).joinpath(
+                        "result.json").read_text().splitlines()]
+        # Tune took in the run's own rows, and ASHA stopped it at a rung or it finished:
+        # grace period 2, reduction factor 4, 20 generations.
+        assert [r["center_score"] for r in reported] == [r["center_score"] for r in rows(run_dir)]
+        lengths.append(len(reported))
+        if run_dir == Path(named[2]):
+            assert named[1] == f"{reported[-1]['center_score']:g}"
+    assert set(lengths) <= {2, 8, 20} and min(lengths) < 20, lengths
