@@ -224,3 +224,25 @@ def test_low_rank_ga_does_not_depend_on_the_layout():
     keys = ("fitness_mean", "fitness_max", "elite_score", "frames")
     assert [[r[k] for k in keys] for r in run(1, 8, 1)] == \
         [[r[k] for k in keys] for r in run(2, 2, 2)]
+
+
+def test_a_small_mujoco_net_gets_one_cpu_driver_whose_pool_steps_on_every_core():
+    import os
+
+    from neuroevo.engine.parallel import SMALL_NET, default_workers
+
+    cpu, cores = torch.device("cpu"), len(os.sched_getaffinity(0))
+    assert default_workers(64, cpu, "mujoco", SMALL_NET) == 1
+    assert default_workers(64, cpu, "mujoco", SMALL_NET + 1) == min(cores, 8)
+    assert default_workers(64, cpu, "atari", 1000) == min(cores, 8)
+    assert default_workers(64, torch.device("cuda"), "mujoco", SMALL_NET + 1) == 1
+    small = build(_config(**{"algo.population": 64, "net.hidden": "64,64"}))
+    large = build(_config(**{"algo.population": 64, "net.hidden": "256,256"}))
+    try:
+        assert small.policy.spec.num_params <= SMALL_NET < large.policy.spec.num_params
+        assert small.layout()["workers"] == 1
+        assert [s.pool.sims.threads for s in small.evaluator.subsets] == [cores]
+        assert large.layout()["workers"] == min(cores, 8)
+    finally:
+        small.evaluator.close()
+        large.evaluator.close()
