@@ -3,11 +3,11 @@
     python scripts/bench_mujoco_layout.py --tasks HalfCheetah-v5,Hopper-v5 --hidden 64,64 \
         --rounds 2 --json experiments/bench/cpu-mujoco-one-driver.json
 
-Each measurement is a fresh process that builds ES as ``neuroevo run es`` does, with
-``engine.workers`` set to each layout in turn (rounds alternated), and times
-``--generations`` generations after a warm-up: env steps/s, and each stage's seconds summed
-over the drivers. The figure of a layout is its best round; the ratio is one driver over
-one per core.
+Each measurement is ``bench_peers.py``'s neuroevo side (a fresh process that builds ES as
+``neuroevo run es`` does and times ``--generations`` generations after a warm-up) with
+``engine.workers`` set to each layout in turn, rounds alternated: env steps/s, and each
+stage's seconds summed over the drivers. The figure of a layout is its best round; the
+ratio is one driver over one per core.
 """
 
 from __future__ import annotations
@@ -15,44 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 
-PROGRAM = r"""
-import json, sys, time
-from neuroevo.build import build
-from neuroevo.config import Config, apply_sets
-task, hidden, workers, generations = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-cfg = Config()
-apply_sets(cfg, ["algo.name=es", f"env.id={task}", "algo.population=64", "net.name=mlp",
-                 f"net.hidden={hidden}", "algo.validation_episodes=0", "engine.device=cpu",
-                 f"engine.workers={workers}"])
-built = build(cfg)
-
-def generation():
-    r = built.evaluator.evaluate(built.optimizer.ask())
-    built.optimizer.tell(r.fitness)
-    return r
-
-generation()  # warm-up
-start = time.perf_counter()
-results = [generation() for _ in range(generations)]
-seconds = time.perf_counter() - start
-timings = {}
-for r in results:
-    for k, v in r.timings.items():
-        timings[k] = timings.get(k, 0.0) + v
-print(json.dumps({"steps_per_s": sum(r.frames for r in results) / seconds, "timings": timings}))
-built.evaluator.close()
-"""
-
-
-def measure(task: str, hidden: str, workers: int, generations: int) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROGRAM, task, hidden, str(workers),
-                          str(generations)], capture_output=True, text=True, timeout=3600)
-    if out.returncode != 0:
-        raise SystemExit(f"bench_mujoco_layout: {task} failed:\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+from bench_peers import neuroevo_run  # scripts/ is on sys.path when a script runs
 
 
 def main(argv=None) -> int:
@@ -74,7 +39,9 @@ def main(argv=None) -> int:
         for k in range(args.rounds):
             print(f"{task}: round {k + 1}/{args.rounds}", file=sys.stderr)
             for name, workers in layouts.items():
-                rounds[name].append(measure(task, args.hidden, workers, args.generations))
+                rounds[name].append(neuroevo_run(
+                    task, 64, args.generations,
+                    [f"net.hidden={args.hidden}", f"engine.workers={workers}"]))
         best = {name: max(rs, key=lambda r: r["steps_per_s"]) for name, rs in rounds.items()}
         ratio = best["one_driver"]["steps_per_s"] / best["per_core"]["steps_per_s"]
         report["tasks"][task] = {"best": best, "ratio": ratio, "rounds": rounds}

@@ -69,8 +69,10 @@ def evotorch_rate(python: str, task: str, population: int, generations: int) -> 
     return r["steps"] / r["seconds"]
 
 
-def neuroevo_rate(task: str, population: int, generations: int) -> float:
-    """In a fresh process too, so that both sides start alike."""
+def neuroevo_run(task: str, population: int, generations: int, sets=()) -> dict:
+    """In a fresh process too, so that both sides start alike. ``sets``: ``--set`` items
+    after the protocol's own (``bench_mujoco_layout.py`` sets the layout with them).
+    Returns ``steps_per_s`` and ``timings``, each stage's seconds summed over the drivers."""
     program = r"""
 import json, sys, time
 from neuroevo.build import build
@@ -79,27 +81,33 @@ task, population, generations = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 cfg = Config()
 apply_sets(cfg, ["algo.name=es", f"env.id={task}", f"algo.population={population}",
                  "net.name=mlp", "net.hidden=64,64", "algo.validation_episodes=0",
-                 "engine.device=cpu"])
+                 "engine.device=cpu", *sys.argv[4:]])
 built = build(cfg)
 
 def generation():
-    pop = built.optimizer.ask()
-    r = built.evaluator.evaluate(pop)
+    r = built.evaluator.evaluate(built.optimizer.ask())
     built.optimizer.tell(r.fitness)
-    return r.frames
+    return r
 
 generation()  # warm-up
 start = time.perf_counter()
-steps = sum(generation() for _ in range(generations))
-print(json.dumps({"steps": steps, "seconds": time.perf_counter() - start}))
+results = [generation() for _ in range(generations)]
+seconds = time.perf_counter() - start
+timings = {}
+for r in results:
+    for k, v in r.timings.items():
+        timings[k] = timings.get(k, 0.0) + v
+print(json.dumps({"steps_per_s": sum(r.frames for r in results) / seconds,
+                  "timings": timings}))
 built.evaluator.close()
 """
     out = subprocess.run([sys.executable, "-c", program, task, str(population),
-                          str(generations)], capture_output=True, text=True, timeout=3600)
+                          str(generations), *sets], capture_output=True, text=True,
+                         timeout=3600)
     if out.returncode != 0:
-        raise SystemExit(f"bench_peers: neuroevo on {task} failed:\n{out.stderr[-2000:]}")
-    r = json.loads(out.stdout.strip().splitlines()[-1])
-    return r["steps"] / r["seconds"]
+        raise SystemExit(f"{os.path.basename(sys.argv[0])}: neuroevo on {task} failed:\n"
+                         f"{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:
@@ -119,7 +127,7 @@ def main(argv=None) -> int:
         ours, theirs = [], []
         for k in range(args.rounds):
             print(f"{task}: round {k + 1}/{args.rounds}", file=sys.stderr, flush=True)
-            ours.append(neuroevo_rate(task, args.population, args.generations))
+            ours.append(neuroevo_run(task, args.population, args.generations)["steps_per_s"])
             theirs.append(evotorch_rate(python, task, args.population, args.generations))
         result["tasks"][task] = {"neuroevo_steps_per_s": max(ours),
                                  "evotorch_steps_per_s": max(theirs),
