@@ -165,10 +165,11 @@ def build(cfg: Config, local: bool = True) -> Built:
 
 def fit_to_cpus(e, cpus: int):
     """``e`` (an engine config) with what it leaves automatic fitted to ``cpus``, a Ray
-    worker's or a sweep trial's share, not the node's cores: a driver thread per CPU, as
-    ``make_evaluator`` lays out a machine, and as there, one simulator thread per pool when
-    there are several drivers (else ``cpus``: a pool's own default would take every core of
-    the node)."""
+    worker's or a sweep trial's share, not the node's cores: a driver thread per CPU, and
+    as ``make_evaluator`` does, one simulator thread per pool when there are several
+    drivers (else ``cpus``: a pool's own default would take every core of the node).
+    Unlike ``make_evaluator`` (``default_workers``) it does not see the net, so a small
+    MuJoCo net gets a driver per CPU here too."""
     e.workers = e.workers or cpus
     e.env_threads = e.env_threads or (1 if e.workers > 1 else cpus)
     return e
