@@ -9,7 +9,7 @@ import torch
 
 import neuroevo
 from neuroevo.config import DEFAULT_GENERATIONS, Config, check, freeze, from_dict, thaw, to_dict
-from neuroevo.engine.parallel import make_evaluator
+from neuroevo.engine.parallel import default_workers, make_evaluator
 from neuroevo.engine.pipeline import Evaluator, default_layout, resolve_device
 from neuroevo.envs.base import random_play
 from neuroevo.envs.spec import EnvSpec, env_spec
@@ -129,18 +129,25 @@ def reference_batch(env: EnvSpec, seed: int, device) -> torch.Tensor:
     return torch.from_numpy(frames).to(device)
 
 
-def build(cfg: Config, local: bool = True) -> Built:
-    """The run's objects; ``local=False`` leaves ``evaluator`` None (no env pools here) for
-    a distributed evaluator to take its place. ``Built.config`` is ``resolve(cfg)``."""
-    cfg = resolve(cfg)
-    device = resolve_device(cfg.engine.device)
-    e, env, net = cfg.engine, env_spec(cfg.env), cfg.net.name
+def _template(cfg: Config, env: EnvSpec):
+    """``(template network, its ParamSpec, hidden sizes)`` of a resolved ``cfg``."""
+    net = cfg.net.name
     if (net == "mlp") == env.image:
         raise ConfigError(f"net {net!r} does not fit observations of shape {env.obs_shape}; "
                           f"use {'--net small or large' if env.image else '--net mlp'}")
     hidden = _hidden(cfg.net.hidden) if net == "mlp" else ()
     template, spec = build_template(net, env.obs_shape, env.action.outputs, hidden or None,
                                     vbn=cfg.net.vbn)
+    return template, spec, hidden
+
+
+def build(cfg: Config, local: bool = True) -> Built:
+    """The run's objects; ``local=False`` leaves ``evaluator`` None (no env pools here) for
+    a distributed evaluator to take its place. ``Built.config`` is ``resolve(cfg)``."""
+    cfg = resolve(cfg)
+    device = resolve_device(cfg.engine.device)
+    e, env, net = cfg.engine, env_spec(cfg.env), cfg.net.name
+    template, spec, hidden = _template(cfg, env)
     a = env.action
     arch = {"net": net, "obs_shape": list(env.obs_shape), "num_outputs": a.outputs,
             "hidden": list(hidden), "discrete": a.discrete,
@@ -163,16 +170,20 @@ def build(cfg: Config, local: bool = True) -> Built:
     return Built(policy, optimizer, evaluator, device, env, cfg, obs_norm, arch)
 
 
-def fit_to_cpus(e, cpus: int):
-    """``e`` (an engine config) with what it leaves automatic fitted to ``cpus``, a Ray
-    worker's or a sweep trial's share, not the node's cores: a driver thread per CPU, and
-    as ``make_evaluator`` does, one simulator thread per pool when there are several
-    drivers (else ``cpus``: a pool's own default would take every core of the node).
-    Unlike ``make_evaluator`` (``default_workers``) it does not see the net, so a small
-    MuJoCo net gets a driver per CPU here too."""
-    e.workers = e.workers or cpus
+def fit_to_cpus(cfg: Config, cpus: int, members: int = 0) -> Config:
+    """``cfg`` with the engine layout it leaves automatic fitted to ``cpus``, a Ray worker's
+    or a sweep trial's share, not the node's cores: the driver threads that
+    ``make_evaluator`` gives a machine of ``cpus`` cores for ``members`` (0: the population)
+    and this net (``default_workers``: one for a small MuJoCo net), and one simulator thread
+    per pool when there are several drivers (else ``cpus``: a pool's own default would take
+    every core of the node)."""
+    e = cfg.engine
+    if not e.workers:
+        run, env = resolve(cfg), env_spec(cfg.env)
+        e.workers = default_workers(members or run.algo.population, resolve_device(e.device),
+                                    env.kind, _template(run, env)[1].num_params, cpus)
     e.env_threads = e.env_threads or (1 if e.workers > 1 else cpus)
-    return e
+    return cfg
 
 
 @dataclass(frozen=True)
@@ -187,7 +198,7 @@ class Replicas:
 
     def __call__(self, cpus: int, members: int) -> Built:
         cfg = from_dict(self.config)
-        e = fit_to_cpus(cfg.engine, cpus)
+        e = fit_to_cpus(cfg, cpus, members).engine
         if not (e.subsets or e.slots):
             e.subsets, e.slots = default_layout(members, resolve_device(e.device),
                                                 env_spec(cfg.env).kind)

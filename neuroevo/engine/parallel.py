@@ -101,19 +101,20 @@ SMALL_NET = 1 << 15  # parameters: a MuJoCo policy this small gets one CPU drive
 
 
 def default_workers(population: int, device: torch.device, kind: str = "atari",
-                    num_params: int = SMALL_NET + 1) -> int:
-    """Driver threads: one on a GPU (its forward pass is one batch), one per CPU core on a
-    CPU (each with its own networks on one torch thread), at least 8 members each. A MuJoCo
-    task with a net of at most ``SMALL_NET`` parameters gets one CPU driver, whose pool
-    steps its envs on every core: its forward pass is cheap, and two drivers' per-step
-    Python would wait for each other's GIL between physics calls (2 cores, MLP 64-64, one
-    driver against two: HalfCheetah 1.25x, Hopper 1.4x, Ant 1.08x, Humanoid 1.0x; the
-    256-256 MLP 0.9x on HalfCheetah: experiments/bench/README.md)."""
+                    num_params: int = SMALL_NET + 1, cpus: int = 0) -> int:
+    """Driver threads: one on a GPU (its forward pass is one batch), one per CPU core (of
+    ``cpus``; 0: those this process may use) on a CPU (each with its own networks on one
+    torch thread), at least 8 members each. A MuJoCo task with a net of at most
+    ``SMALL_NET`` parameters gets one CPU driver, whose pool steps its envs on every core:
+    its forward pass is cheap, and two drivers' per-step Python would wait for each other's
+    GIL between physics calls (2 cores, MLP 64-64, one driver against two: HalfCheetah
+    1.25x, Hopper 1.4x, Ant 1.08x, Humanoid 1.0x; the 256-256 MLP 0.9x on HalfCheetah:
+    experiments/bench/README.md)."""
     if device.type == "cuda":
         return 1
     if kind == "mujoco" and num_params <= SMALL_NET:
         return 1
-    return max(1, min(len(os.sched_getaffinity(0)), population // 8))
+    return max(1, min(cpus or len(os.sched_getaffinity(0)), population // 8))
 
 
 def available_memory(device: torch.device) -> int:

@@ -43,7 +43,7 @@ class Trial:
         trial_id = tune.get_context().get_trial_id()
         values = {k: v for k, v in config.items() if k in KEYS and k != "seed"}
         cfg = self.plan.trial_config(values, seed_of(self.plan, config))
-        fit_to_cpus(cfg.engine, self.cpus)
+        fit_to_cpus(cfg, self.cpus)
         run_dir = RunDir(os.path.join(self.out, "runs", run_name(trial_id)))
         built = build_run(cfg)
         budget = Budget.of(built.config)

@@ -68,6 +68,14 @@ def trial_processes(session: int) -> list[int]:
     return pids
 
 
+def send(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:  # it ended meanwhile (Ray reaps a dead driver's workers)
+            pass
+
+
 def saved_state(out: Path) -> float:
     """When Tune last saved its experiment state (0: never)."""
     return max((p.stat().st_mtime for p in (out / "tune").glob("experiment_state-*.json")),
@@ -107,18 +115,15 @@ def killed_midway(out: Path, proc, generations: int) -> Path:
                     and len(metrics.read_text().splitlines()) < generations - 2):
                 continue
             stopped = trial_processes(proc.pid)
-            for pid in stopped:
-                os.kill(pid, signal.SIGSTOP)
+            send(stopped, signal.SIGSTOP)
             if len(metrics.read_text().splitlines()) >= generations - 2:  # it ran on meanwhile
-                for pid in stopped:
-                    os.kill(pid, signal.SIGCONT)
+                send(stopped, signal.SIGCONT)
                 continue
             since = time.time()
             while saved_state(out) < since + 0.3 and time.time() < deadline:
                 time.sleep(0.05)
             os.kill(proc.pid, signal.SIGKILL)  # the driver, then its trials
-            for pid in stopped:
-                os.kill(pid, signal.SIGKILL)
+            send(stopped, signal.SIGKILL)
             proc.communicate()
             return metrics.parent
         time.sleep(0.05)
@@ -223,6 +228,49 @@ def test_pbt_exploits_by_copying_a_better_trials_checkpoint(tmp_path):
     assert (cfg.algo.sigma, cfg.algo.lr) == (explored["algo.sigma"], explored["algo.lr"])
     assert 0.002 <= cfg.algo.sigma <= 0.5 and 0.001 <= cfg.algo.lr <= 0.1  # kept in range
     assert 3 in sessions(target_dir)  # restored at the donor's checkpoint (ES: gen 2 pending)
+
+
+def test_a_pbt_sweep_killed_with_kill_9_is_finished_by_the_same_command(tmp_path):
+    """Tune's restored experiment brings back PBT's trials at their checkpoints: every trial
+    ends at its budget with one row per generation, exploits still come at the interval
+    only, and the trial killed midway continued from its own checkpoint."""
+    out = tmp_path / "pk"
+    generations = 16
+    args = ["--samples", "4", "--range", "algo.sigma=log:0.002:0.5", "--range",
+            "algo.lr=log:0.001:0.1", "--scheduler", "pbt", "--metric", "fitness_mean",
+            "--pbt-interval", "2", "--set", "env.episode_cap=200",
+            "--generations", str(generations)]
+    proc = subprocess.Popen([sys.executable, str(SWEEP), str(out), *CARTPOLE, *args],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True,
+                            env={**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "0.25"})
+    midway = killed_midway(out, proc, generations)
+    killed_at = len((midway / "metrics.jsonl").read_text().splitlines())
+    earlier = len(sessions(midway))  # PBT pauses trials: a session per sync point
+
+    done = sweep(out, *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    table = summary(out)
+    assert len(table) == 4 and {r["status"] for r in table} == {"finished"}
+    for r in table:
+        run_dir = out / r["run_dir"]
+        assert [row["generation"] for row in rows(run_dir)] == list(range(generations))
+        assert float(r["score"]) == rows(run_dir)[-1]["fitness_mean"]
+        cfg = RunDir(str(run_dir)).load_config()
+        assert 0.002 <= cfg.algo.sigma <= 0.5 and 0.001 <= cfg.algo.lr <= 0.1
+    # Resumed from a checkpoint it had reported, not started again (ES: a checkpoint after
+    # generation 2k holds that generation's row, pending its centre episodes: from 2k + 1).
+    resumed = sessions(midway)[earlier]
+    assert 0 < resumed <= killed_at + 1 and resumed % 2 == 1
+    # Every restore, after the kill or by an exploit, took a checkpoint of the interval's,
+    # never the last row's (the budget spent, it trains no more).
+    starts = {g for r in table for g in sessions(out / r["run_dir"])}
+    assert starts - {0} and all(g == 0 or (g % 2 == 1 and g < generations) for g in starts)
+    assert (out / "tune" / "pbt_global.txt").read_text().strip()  # PBT exploited
+
+    again = sweep(out, *args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert summary(out) == table
 
 
 def test_the_python_api_example_runs_an_asha_sweep_of_run_directories(tmp_path):

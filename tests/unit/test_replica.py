@@ -143,25 +143,34 @@ def test_a_worker_made_by_the_picklable_factory_evaluates_what_the_local_run_doe
 
 
 def test_a_worker_lays_out_its_own_cpus_as_make_evaluator_lays_out_a_machine():
-    """A driver thread per CPU of the worker's share, one simulator thread per pool when
-    there are several (not ``cpus`` each: cpus x cpus threads), what the config sets kept."""
+    """A driver thread per CPU of the worker's share (at least 8 members each), one
+    simulator thread per pool when there are several (not ``cpus`` each: cpus x cpus
+    threads), one driver stepping on every CPU of the share for a small MuJoCo net, and
+    what the config sets kept."""
     from neuroevo.build import Replicas, build, fit_to_cpus
     from neuroevo.config import Config, override, to_dict
 
-    cfg = Config()
-    for key, value in {"env.id": "CartPole-v1", "net.hidden": "8", "algo.population": 8,
-                       "engine.device": "cpu"}.items():
-        override(cfg, key, value)
-    factory = Replicas(to_dict(build(cfg, local=False).config))
-    for cpus, workers, threads in ((2, 2, 1), (1, 1, 1), (3, 3, 1)):
-        built = factory(cpus, 8)
+    def config(**values):
+        cfg = Config()
+        for key, value in {"env.id": "CartPole-v1", "net.hidden": "8", "algo.population": 32,
+                           "engine.device": "cpu", **values}.items():
+            override(cfg, key, value)
+        return cfg
+
+    factory = Replicas(to_dict(build(config(), local=False).config))
+    for cpus, members, workers, threads in ((2, 16, 2, 1), (1, 16, 1, 1), (3, 16, 2, 1),
+                                            (3, 8, 1, 3)):
+        built = factory(cpus, members)
         try:
             layout = built.evaluator.layout()
             assert (layout["workers"], layout["env_threads"]) == (workers, threads), cpus
         finally:
             built.evaluator.close()
-    e = Config().engine
-    e.workers, e.env_threads = 1, 0
-    assert (fit_to_cpus(e, 4).workers, e.env_threads) == (1, 4)  # one driver: the share's
-    e.workers, e.env_threads = 0, 3
-    assert (fit_to_cpus(e, 2).workers, e.env_threads) == (2, 3)  # set by the user: kept
+    small, paper = (config(**{"env.id": "Hopper-v5", "net.hidden": h}) for h in ("64,64",
+                                                                              "256,256"))
+    assert (fit_to_cpus(small, 4).engine.workers, small.engine.env_threads) == (1, 4)
+    assert (fit_to_cpus(paper, 4).engine.workers, paper.engine.env_threads) == (4, 1)
+    cfg = config(**{"engine.workers": 1})
+    assert (fit_to_cpus(cfg, 4).engine.workers, cfg.engine.env_threads) == (1, 4)
+    cfg = config(**{"engine.env_threads": 3})
+    assert (fit_to_cpus(cfg, 2).engine.workers, cfg.engine.env_threads) == (2, 3)  # kept
