@@ -4,10 +4,12 @@ the sweeps (``neuroevo.sweep``) Ray Tune from ``tune_module()`` and ``optuna_sea
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import sys
+import tempfile
 import threading
 
 from neuroevo.errors import ConfigError, DependencyNotInstalled
@@ -55,7 +57,8 @@ def init(address: str = "") -> None:
     handlers = {s: signal.getsignal(s) for s in _SIGNALS} if main else {}
     try:
         if address:
-            ray.init(address=address, log_to_driver=False, logging_level="error")
+            with _stderr_kept_on_success():
+                ray.init(address=address, log_to_driver=False, logging_level="error")
         else:
             ray.init(address="local", num_cpus=len(os.sched_getaffinity(0)),
                      include_dashboard=False, log_to_driver=False,
@@ -63,12 +66,38 @@ def init(address: str = "") -> None:
             _started_here = True
     except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        # Ray sends its auth token to an explicit address only when told to: a cluster that
+        # 'ray start' made (token auth on by default) refuses a driver that was not.
+        hint = ("; a cluster with token authentication (what 'ray start' makes) needs "
+                "RAY_AUTH_MODE=token and its token (~/.ray/auth_token or RAY_AUTH_TOKEN)"
+                if address not in ("", "auto") and "RAY_AUTH_MODE" not in os.environ else "")
         raise ConfigError(f"cannot start or join Ray at {address or 'this machine'!r} "
-                          f"({first}); check --ray-address") from None
+                          f"({first}); check --ray-address{hint}") from None
     finally:
         for s, handler in handlers.items():
             if handler is not None:
                 signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def _stderr_kept_on_success():
+    """What Ray's C++ core writes to stderr meanwhile (a refused join logs a warning a
+    second for 20 s) is written out when the block succeeds and dropped when it raises,
+    whose one-line error says it all."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            raise
+        os.dup2(saved, 2)
+        held.seek(0)
+        sys.stderr.buffer.write(held.read())
+        sys.stderr.flush()
+    os.close(saved)
 
 
 def shutdown() -> None:

@@ -48,7 +48,9 @@ class Trial:
         built = build_run(cfg)
         budget = Budget.of(built.config)
         try:
-            totals, history = _start(run_dir, built, tune.get_checkpoint())
+            share = tune.get_context().get_trial_resources().required_resources
+            layout = {**built.layout(), "trial_resources": dict(share)}  # Tune's share
+            totals, history = _start(run_dir, built, layout, tune.get_checkpoint())
             report = Report(tune, run_dir, budget, self.checkpoint_every)
             generations(built.optimizer, built.evaluator, budget, totals,
                         history, [Checkpoints(run_dir, built), report],
@@ -73,14 +75,14 @@ def run_name(trial_id: str) -> str:
     return f"trial-{trial_id.rsplit('_', 1)[-1]}"
 
 
-def _start(run_dir: RunDir, built, checkpoint) -> tuple[Totals, list[dict]]:
+def _start(run_dir: RunDir, built, layout: dict, checkpoint) -> tuple[Totals, list[dict]]:
     """Make ``run_dir`` hold this trial's start: a new run, or the state of a Tune checkpoint
     (this trial's own, or for PBT another's) under this trial's config, written as
-    ``neuroevo resume`` writes it (``run.json`` keeps every session)."""
+    ``neuroevo resume`` writes it (``run.json`` keeps every session, with its ``layout``)."""
     if checkpoint is None:
         run_dir.lock(wait=LOCK_WAIT)
         run_dir.create(built.config, force=True)  # a trial that starts again starts clean
-        run_dir.record_layout(built.layout(), 0)
+        run_dir.record_layout(layout, 0)
         return Totals(), []
     with checkpoint.as_directory() as d:
         state = RunDir(d).load()  # the explored config is another run: no identity check
@@ -92,7 +94,7 @@ def _start(run_dir: RunDir, built, checkpoint) -> tuple[Totals, list[dict]]:
     run_dir.write_config(built.config)
     run_dir.save(built.config, built.optimizer, totals, history, built.policy, built.obs_norm,
                  built.arch)
-    run_dir.record_layout(built.layout(), totals.generation)
+    run_dir.record_layout(layout, totals.generation)
     return totals, history
 
 

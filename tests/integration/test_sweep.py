@@ -3,11 +3,13 @@
 a better trial's checkpoint, and a sweep killed with ``kill -9`` finishes when the same
 command runs again."""
 
+import contextlib
 import csv
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -27,9 +29,10 @@ CARTPOLE = ["--algo", "es", "--set", "env.id=CartPole-v1", "--set", "engine.devi
 TIMING = {"wall_time", "fps", "timings", "occupancy"}
 
 
-def sweep(out, *extra, cwd, timeout=600):
+def sweep(out, *extra, cwd, timeout=600, env=None):
     return subprocess.run([sys.executable, str(SWEEP), str(out), *CARTPOLE, *extra],
-                          capture_output=True, text=True, cwd=cwd, timeout=timeout)
+                          capture_output=True, text=True, cwd=cwd, timeout=timeout,
+                          env={**os.environ, **(env or {})})
 
 
 def summary(out: Path) -> list[dict]:
@@ -70,10 +73,9 @@ def trial_processes(session: int) -> list[int]:
 
 def send(pids: list[int], sig: int) -> None:
     for pid in pids:
-        try:
+        # A trial may end meanwhile: Ray reaps a dead driver's workers.
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-        except ProcessLookupError:  # it ended meanwhile (Ray reaps a dead driver's workers)
-            pass
 
 
 def saved_state(out: Path) -> float:
@@ -271,6 +273,40 @@ def test_a_pbt_sweep_killed_with_kill_9_is_finished_by_the_same_command(tmp_path
     again = sweep(out, *args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert summary(out) == table
+
+
+def test_trials_on_a_cluster_with_a_gpu_ask_for_a_share_of_it(tmp_path):
+    """On a Ray cluster of 2 CPUs and 1 GPU (Ray schedules what a node declares), each
+    1-CPU trial asks for half the GPU, the trials its CPUs run at once sharing it out, and
+    records its share in ``run.json``; ``--gpus-per-trial`` sets another."""
+    ray = Path(sys.executable).parent / "ray"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = subprocess.run([str(ray), "start", "--head", f"--port={port}",
+                              "--num-cpus=2", "--num-gpus=1",
+                              "--include-dashboard=false", "--disable-usage-stats"],
+                             capture_output=True, text=True, timeout=120)
+    try:
+        assert started.returncode == 0, started.stderr
+        args = ["--grid", "algo.sigma=0.01,0.05", "--generations", "2", "--ray-address",
+                f"127.0.0.1:{port}"]
+        # Ray sends the cluster's token to an explicit address only with RAY_AUTH_MODE=token.
+        refused = sweep(tmp_path / "r", *args, cwd=tmp_path)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+        assert "RAY_AUTH_MODE=token" in lines[0]
+        for extra, share in (((), 0.5), (("--gpus-per-trial", "1"), 1.0)):
+            out = tmp_path / f"g{share}"
+            done = sweep(out, *args, *extra, cwd=tmp_path, env={"RAY_AUTH_MODE": "token"})
+            assert done.returncode == 0, done.stderr
+            for r in summary(out):
+                with open(out / r["run_dir"] / "run.json") as f:
+                    first = json.load(f)["sessions"][0]
+                assert first["trial_resources"] == {"CPU": 1, "GPU": share}
+                assert first["device"] == "cpu"  # the GPU is declared, not there
+    finally:
+        subprocess.run([str(ray), "stop", "--force"], capture_output=True, timeout=120)
 
 
 def test_the_python_api_example_runs_an_asha_sweep_of_run_directories(tmp_path):
