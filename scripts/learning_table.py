@@ -193,6 +193,7 @@ def write_figure(all_cells: list[Cell], out: str) -> None:
     axes[0][0].set_ylabel("elite / centre, validated score")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "table.png"), dpi=110)
+    plt.close(fig)  # one figure per cell: the script runs for hours
 
 
 def main(argv=None) -> int:

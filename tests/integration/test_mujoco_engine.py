@@ -246,3 +246,25 @@ def test_a_small_mujoco_net_gets_one_cpu_driver_whose_pool_steps_on_every_core()
     finally:
         small.evaluator.close()
         large.evaluator.close()
+
+
+def test_the_round_profiler_sees_every_env_step_of_the_generation():
+    """scripts/profile_mujoco_rounds.py: the env-steps of its timed rounds are the frames
+    the evaluator counted, and its bins by running envs add up to them."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "profile_mujoco_rounds.py"
+    spec = importlib.util.spec_from_file_location("profile_mujoco_rounds", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    from neuroevo.envs.mujoco import MujocoSims
+
+    originals = MujocoSims.step_async, MujocoSims.step_wait
+    try:
+        r = script.profile("Hopper-v5", 1, 1, script.RoundTimer())
+    finally:
+        MujocoSims.step_async, MujocoSims.step_wait = originals
+    assert r["steps_per_generation"] == r["frames_per_generation"] > 64
+    assert sum(b["steps"] for b in r["by_active_envs"]) == r["steps_per_generation"]
+    assert sum(b["rounds"] for b in r["by_active_envs"]) == r["rounds_per_generation"]
