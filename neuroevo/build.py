@@ -180,8 +180,10 @@ def fit_to_cpus(cfg: Config, cpus: int, members: int = 0) -> Config:
     e = cfg.engine
     if not e.workers:
         run, env = resolve(cfg), env_spec(cfg.env)
+        with torch.random.fork_rng(devices=[]):  # the template's init draws: not the run's
+            num_params = _template(run, env)[1].num_params
         e.workers = default_workers(members or run.algo.population, resolve_device(e.device),
-                                    env.kind, _template(run, env)[1].num_params, cpus)
+                                    env.kind, num_params, cpus)
     e.env_threads = e.env_threads or (1 if e.workers > 1 else cpus)
     return cfg
 
@@ -200,8 +202,8 @@ class Replicas:
         cfg = from_dict(self.config)
         e = fit_to_cpus(cfg, cpus, members).engine
         if not (e.subsets or e.slots):
-            e.subsets, e.slots = default_layout(members, resolve_device(e.device),
-                                                env_spec(cfg.env).kind)
+            e.subsets, e.slots = default_layout(-(-members // e.workers),  # each driver's
+                                                resolve_device(e.device), env_spec(cfg.env).kind)
         return build(cfg)
 
 

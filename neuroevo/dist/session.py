@@ -66,11 +66,13 @@ def init(address: str = "") -> None:
             _started_here = True
     except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        # Ray sends its auth token to an explicit address only when told to: a cluster that
-        # 'ray start' made (token auth on by default) refuses a driver that was not.
-        hint = ("; a cluster with token authentication (what 'ray start' makes) needs "
-                "RAY_AUTH_MODE=token and its token (~/.ray/auth_token or RAY_AUTH_TOKEN)"
-                if address not in ("", "auto") and "RAY_AUTH_MODE" not in os.environ else "")
+        # Ray sends its auth token to an explicit address only when told to: a cluster with
+        # token authentication (a head that had a token when 'ray start' ran, or that was
+        # started with RAY_AUTH_MODE=token) refuses a driver that was not.
+        hint = ("; if the cluster uses token authentication, set RAY_AUTH_MODE=token and its "
+                "token (RAY_AUTH_TOKEN, or ~/.ray/auth_token)"
+                if address not in ("", "auto") and os.environ.get("RAY_AUTH_MODE") != "token"
+                else "")
         raise ConfigError(f"cannot start or join Ray at {address or 'this machine'!r} "
                           f"({first}); check --ray-address{hint}") from None
     finally:
@@ -86,18 +88,17 @@ def _stderr_kept_on_success():
     whose one-line error says it all."""
     sys.stderr.flush()
     saved = os.dup(2)
-    with tempfile.TemporaryFile() as held:
-        os.dup2(held.fileno(), 2)
-        try:
-            yield
-        except BaseException:
-            os.dup2(saved, 2)
-            raise
-        os.dup2(saved, 2)
-        held.seek(0)
-        sys.stderr.buffer.write(held.read())
-        sys.stderr.flush()
-    os.close(saved)
+    try:
+        with tempfile.TemporaryFile() as held:
+            os.dup2(held.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+            held.seek(0)
+            os.write(2, held.read())  # the bytes were fd 2's: back to fd 2, not sys.stderr
+    finally:
+        os.close(saved)
 
 
 def shutdown() -> None:

@@ -8,10 +8,13 @@ import csv
 import json
 import os
 import re
+import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -126,6 +129,11 @@ def killed_midway(out: Path, proc, generations: int) -> Path:
                 time.sleep(0.05)
             os.kill(proc.pid, signal.SIGKILL)  # the driver, then its trials
             send(stopped, signal.SIGKILL)
+            # and any trial it started meanwhile (PBT resumes paused ones): none writes on
+            gone = time.time() + 30
+            while trial_processes(proc.pid) and time.time() < gone:
+                send(trial_processes(proc.pid), signal.SIGKILL)
+                time.sleep(0.05)
             proc.communicate()
             return metrics.parent
         time.sleep(0.05)
@@ -234,8 +242,9 @@ def test_pbt_exploits_by_copying_a_better_trials_checkpoint(tmp_path):
 
 def test_a_pbt_sweep_killed_with_kill_9_is_finished_by_the_same_command(tmp_path):
     """Tune's restored experiment brings back PBT's trials at their checkpoints: every trial
-    ends at its budget with one row per generation, exploits still come at the interval
-    only, and the trial killed midway continued from its own checkpoint."""
+    ends at its budget with one row per generation, every restore (the resume's, an
+    exploit's) starts from a checkpoint of the interval's, and the trial caught midway
+    continued from a checkpoint (its own, or by an exploit a donor's), not from scratch."""
     out = tmp_path / "pk"
     generations = 16
     args = ["--samples", "4", "--range", "algo.sigma=log:0.002:0.5", "--range",
@@ -268,37 +277,53 @@ def test_a_pbt_sweep_killed_with_kill_9_is_finished_by_the_same_command(tmp_path
     # never the last row's (the budget spent, it trains no more).
     starts = {g for r in table for g in sessions(out / r["run_dir"])}
     assert starts - {0} and all(g == 0 or (g % 2 == 1 and g < generations) for g in starts)
-    assert (out / "tune" / "pbt_global.txt").read_text().strip()  # PBT exploited
+    assert (out / "tune" / "pbt_global.txt").read_text().strip()  # PBT exploited (at some time)
 
     again = sweep(out, *args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert summary(out) == table
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def test_trials_on_a_cluster_with_a_gpu_ask_for_a_share_of_it(tmp_path):
     """On a Ray cluster of 2 CPUs and 1 GPU (Ray schedules what a node declares), each
     1-CPU trial asks for half the GPU, the trials its CPUs run at once sharing it out, and
-    records its share in ``run.json``; ``--gpus-per-trial`` sets another."""
-    ray = Path(sys.executable).parent / "ray"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    started = subprocess.run([str(ray), "start", "--head", f"--port={port}",
-                              "--num-cpus=2", "--num-gpus=1",
-                              "--include-dashboard=false", "--disable-usage-stats"],
-                             capture_output=True, text=True, timeout=120)
+    records its share in ``run.json``; ``--gpus-per-trial`` sets another. The cluster has
+    token authentication, with a token of its own: a sweep told nothing is refused in one
+    line that names the fix."""
+    token = secrets.token_hex(32)
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}
+    bare = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS")}
+    port = free_port()
+    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # Ray's socket paths must be short
+    head = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head",
+                             "--block", f"--port={port}", f"--temp-dir={temp}",
+                             f"--ray-client-server-port={free_port()}", "--num-cpus=2",
+                             "--num-gpus=1", "--include-dashboard=false",
+                             "--disable-usage-stats"], env={**bare, **auth},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     try:
-        assert started.returncode == 0, started.stderr
+        deadline = time.time() + 120
+        while not list(Path(temp).glob("session_*/sockets/raylet")):
+            assert head.poll() is None and time.time() < deadline, "ray start failed"
+            time.sleep(0.2)
         args = ["--grid", "algo.sigma=0.01,0.05", "--generations", "2", "--ray-address",
                 f"127.0.0.1:{port}"]
-        # Ray sends the cluster's token to an explicit address only with RAY_AUTH_MODE=token.
-        refused = sweep(tmp_path / "r", *args, cwd=tmp_path)
+        refused = subprocess.run([sys.executable, str(SWEEP), str(tmp_path / "r"), *CARTPOLE,
+                                  *args], capture_output=True, text=True, cwd=tmp_path,
+                                 timeout=300, env=bare)
         lines = refused.stderr.strip().splitlines()
         assert refused.returncode == 2 and len(lines) == 1, refused.stderr
         assert "RAY_AUTH_MODE=token" in lines[0]
         for extra, share in (((), 0.5), (("--gpus-per-trial", "1"), 1.0)):
             out = tmp_path / f"g{share}"
-            done = sweep(out, *args, *extra, cwd=tmp_path, env={"RAY_AUTH_MODE": "token"})
+            done = sweep(out, *args, *extra, cwd=tmp_path, env=auth)
             assert done.returncode == 0, done.stderr
             for r in summary(out):
                 with open(out / r["run_dir"] / "run.json") as f:
@@ -306,7 +331,13 @@ def test_trials_on_a_cluster_with_a_gpu_ask_for_a_share_of_it(tmp_path):
                 assert first["trial_resources"] == {"CPU": 1, "GPU": share}
                 assert first["device"] == "cpu"  # the GPU is declared, not there
     finally:
-        subprocess.run([str(ray), "stop", "--force"], capture_output=True, timeout=120)
+        os.killpg(head.pid, signal.SIGTERM)  # ray start --block stops its cluster
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+            head.wait()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_the_python_api_example_runs_an_asha_sweep_of_run_directories(tmp_path):
