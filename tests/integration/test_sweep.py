@@ -259,7 +259,9 @@ def test_a_pbt_sweep_killed_with_kill_9_is_finished_by_the_same_command(tmp_path
     killed_at = len((midway / "metrics.jsonl").read_text().splitlines())
     earlier = len(sessions(midway))  # PBT pauses trials: a session per sync point
 
-    done = sweep(out, *args, cwd=tmp_path)
+    # PBT restarts each trial's process at every sync point: some 30 restarts, 2-5 s each
+    # on a quiet 2-core machine, about 30 s each on one twice overloaded (seen: 10 min).
+    done = sweep(out, *args, cwd=tmp_path, timeout=1800)
     assert done.returncode == 0, done.stderr
     table = summary(out)
     assert len(table) == 4 and {r["status"] for r in table} == {"finished"}
