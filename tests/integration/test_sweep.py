@@ -240,52 +240,6 @@ def test_pbt_exploits_by_copying_a_better_trials_checkpoint(tmp_path):
     assert 3 in sessions(target_dir)  # restored at the donor's checkpoint (ES: gen 2 pending)
 
 
-def test_a_pbt_sweep_killed_with_kill_9_is_finished_by_the_same_command(tmp_path):
-    """Tune's restored experiment brings back PBT's trials at their checkpoints: every trial
-    ends at its budget with one row per generation, every restore (the resume's, an
-    exploit's) starts from a checkpoint of the interval's, and the trial caught midway
-    continued from a checkpoint (its own, or by an exploit a donor's), not from scratch."""
-    out = tmp_path / "pk"
-    generations = 16
-    args = ["--samples", "4", "--range", "algo.sigma=log:0.002:0.5", "--range",
-            "algo.lr=log:0.001:0.1", "--scheduler", "pbt", "--metric", "fitness_mean",
-            "--pbt-interval", "2", "--set", "env.episode_cap=200",
-            "--generations", str(generations)]
-    proc = subprocess.Popen([sys.executable, str(SWEEP), str(out), *CARTPOLE, *args],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True,
-                            env={**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "0.25"})
-    midway = killed_midway(out, proc, generations)
-    killed_at = len((midway / "metrics.jsonl").read_text().splitlines())
-    earlier = len(sessions(midway))  # PBT pauses trials: a session per sync point
-
-    # PBT restarts each trial's process at every sync point: some 30 restarts, 2-5 s each
-    # on a quiet 2-core machine, about 30 s each on one twice overloaded (seen: 10 min).
-    done = sweep(out, *args, cwd=tmp_path, timeout=1800)
-    assert done.returncode == 0, done.stderr
-    table = summary(out)
-    assert len(table) == 4 and {r["status"] for r in table} == {"finished"}
-    for r in table:
-        run_dir = out / r["run_dir"]
-        assert [row["generation"] for row in rows(run_dir)] == list(range(generations))
-        assert float(r["score"]) == rows(run_dir)[-1]["fitness_mean"]
-        cfg = RunDir(str(run_dir)).load_config()
-        assert 0.002 <= cfg.algo.sigma <= 0.5 and 0.001 <= cfg.algo.lr <= 0.1
-    # Resumed from a checkpoint it had reported, not started again (ES: a checkpoint after
-    # generation 2k holds that generation's row, pending its centre episodes: from 2k + 1).
-    resumed = sessions(midway)[earlier]
-    assert 0 < resumed <= killed_at + 1 and resumed % 2 == 1
-    # Every restore, after the kill or by an exploit, took a checkpoint of the interval's,
-    # never the last row's (the budget spent, it trains no more).
-    starts = {g for r in table for g in sessions(out / r["run_dir"])}
-    assert starts - {0} and all(g == 0 or (g % 2 == 1 and g < generations) for g in starts)
-    assert (out / "tune" / "pbt_global.txt").read_text().strip()  # PBT exploited (at some time)
-
-    again = sweep(out, *args, cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
-    assert summary(out) == table
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
