@@ -53,6 +53,10 @@ class RoundTimer:
         self.envs.clear()
         self.walls.clear()
 
+    def close(self) -> None:
+        """Put ``MujocoSims``' own methods back."""
+        MujocoSims.step_async, MujocoSims.step_wait = self._async, self._wait
+
 
 def profile(env: str, threads: int, generations: int, timer: RoundTimer) -> dict:
     cfg = Config()
@@ -108,6 +112,7 @@ def main(argv=None) -> int:
             print(f"  {b['active']:>6} envs running: {b['rounds']:5.0f} rounds, "
                   f"{b['steps']:7,.0f} steps, {b['wall']:.3f} s, "
                   f"{b['us_per_env_step']:5.0f} us an env-step")
+    timer.close()
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"env": args.env, "generations": args.generations,

@@ -129,7 +129,7 @@ def killed_midway(out: Path, proc, generations: int) -> Path:
                 time.sleep(0.05)
             os.kill(proc.pid, signal.SIGKILL)  # the driver, then its trials
             send(stopped, signal.SIGKILL)
-            # and any trial it started meanwhile (PBT resumes paused ones): none writes on
+            # and any trial it started meanwhile (a pending one): none writes on
             gone = time.time() + 30
             while trial_processes(proc.pid) and time.time() < gone:
                 send(trial_processes(proc.pid), signal.SIGKILL)

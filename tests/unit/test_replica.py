@@ -145,8 +145,8 @@ def test_a_worker_made_by_the_picklable_factory_evaluates_what_the_local_run_doe
 def test_a_worker_lays_out_its_own_cpus_as_make_evaluator_lays_out_a_machine():
     """A driver thread per CPU of the worker's share (at least 8 members each), one
     simulator thread per pool when there are several (not ``cpus`` each: cpus x cpus
-    threads), slots for each driver's share of the members, one driver stepping on every CPU of the share for a small MuJoCo net, and
-    what the config sets kept."""
+    threads), slots for each driver's share of the members, one driver stepping on every
+    CPU of the share for a small MuJoCo net, and what the config sets kept."""
     from neuroevo.build import Replicas, build, fit_to_cpus
     from neuroevo.config import Config, override, to_dict
 
