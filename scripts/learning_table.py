@@ -3,6 +3,8 @@ equal budgets, scored by the papers' test score (issue 12; REFERENCE.md sections
 
     python scripts/learning_table.py                      # run (or continue) every cell
     python scripts/learning_table.py --report-only        # table and figure from what exists
+    python scripts/learning_table.py experiments/learning/lowrank --algos es --games "" \
+        --mujoco HalfCheetah-v5 --mujoco-steps 5000000 --ranks 0,1   # issue 15: low rank
 
 Each cell (algorithm, task, seed) is a normal run directory, ``OUT/table-runs/<cell>``, run
 as ``neuroevo run ... --resume`` in a subprocess: running the script again skips the cells
@@ -55,10 +57,15 @@ class Cell:
     frames: int
     test_episodes: int
     sets: tuple[str, ...] = ()  # --set items for every cell, after the table's own
+    rank: int = 0  # algo.rank: 0 is full rank; r > 0 the low-rank population (issue 15)
 
     @property
     def name(self) -> str:
-        return f"{self.algo}-{self.task}-s{self.seed}"
+        return f"{self.algo}-{self.task}-s{self.seed}" + (f"-r{self.rank}" if self.rank else "")
+
+    @property
+    def label(self) -> str:
+        return self.algo.upper() + (f", rank {self.rank}" if self.rank else "")
 
     def run_dir(self, out: str) -> str:
         return os.path.join(out, "table-runs", self.name)
@@ -77,17 +84,24 @@ class Cell:
                 *self.extra()]  # population // 5, 12 of 64
 
     def extra(self) -> list[str]:
-        return [x for item in self.sets for x in ("--set", item)]
+        sets = (*self.sets, *((f"algo.rank={self.rank}",) if self.rank else ()))
+        return [x for item in sets for x in ("--set", item)]
 
 
 def cells(args) -> list[Cell]:
-    """Seed by seed, so that an unfinished table has every task at its first seeds."""
+    """Seed by seed, so that an unfinished table has every task at its first seeds. Random
+    search has no low-rank form (its members are fresh draws, not perturbations): RS cells
+    are full rank whatever ``--ranks`` says."""
     out = []
     for seed in args.seeds:
-        out += [Cell(algo, game, seed, args.frames, args.test_episodes, tuple(args.set))
-                for game in args.games for algo in ("ga", "rs")]
-        out += [Cell("es", env, seed, args.mujoco_steps, args.test_episodes, tuple(args.set))
-                for env in args.mujoco]
+        for rank in args.ranks:
+            out += [Cell(algo, game, seed, args.frames, args.test_episodes, tuple(args.set),
+                         rank)
+                    for game in args.games for algo in ("ga", "rs")
+                    if algo in args.algos and not (algo == "rs" and rank)]
+            out += [Cell("es", env, seed, args.mujoco_steps, args.test_episodes,
+                         tuple(args.set), rank)
+                    for env in args.mujoco if "es" in args.algos]
     return out
 
 
@@ -134,8 +148,7 @@ def summary(all_cells: list[Cell], out: str) -> list[dict]:
     for cell in all_cells:
         r = rows(cell.run_dir(out))
         if finished(cell, r):
-            last = r[-1]
-            groups.setdefault((cell.task, cell.algo), []).append(last)
+            groups.setdefault((cell.task, cell.label), []).append(r[-1])
     table = []
     for (task, algo), last in groups.items():
         scores = [r["test_score"] for r in last]
@@ -153,7 +166,7 @@ def write_table(table: list[dict], out: str, args) -> None:
              "| test episodes | wall per run |", "|---|---|---|---|---|---|---|---|"]
     for t in table:
         per_seed = ", ".join(f"{s:,.0f}" for s in t["scores"])
-        lines.append(f"| {t['task']} | {t['algo'].upper()} | {t['seeds']} | {t['mean']:,.1f} "
+        lines.append(f"| {t['task']} | {t['algo']} | {t['seeds']} | {t['mean']:,.1f} "
                      f"[{t['lo']:,.1f}, {t['hi']:,.1f}] | {per_seed} | {t['frames'] / 1e6:.2f}M "
                      f"| {t['test_episodes']} | {t['wall'] / 60:.1f} min |")
     text = ("<!-- written by scripts/learning_table.py; the prose around it is in "
@@ -172,11 +185,11 @@ def write_figure(all_cells: list[Cell], out: str) -> None:
     tasks = list(dict.fromkeys(c.task for c in all_cells))
     fig, axes = plt.subplots(1, len(tasks), figsize=(4 * len(tasks), 3.2), squeeze=False)
     for ax, task in zip(axes[0], tasks, strict=True):
-        for k, algo in enumerate(dict.fromkeys(c.algo for c in all_cells if c.task == task)):
+        for k, label in enumerate(dict.fromkeys(c.label for c in all_cells if c.task == task)):
             curves = []
-            for cell in (c for c in all_cells if c.task == task and c.algo == algo):
+            for cell in (c for c in all_cells if c.task == task and c.label == label):
                 r = rows(cell.run_dir(out))
-                key = "center_score" if algo == "es" else "elite_score"
+                key = "center_score" if cell.algo == "es" else "elite_score"
                 x, y = [row["frames"] for row in r], [row.get(key) for row in r]
                 if r:
                     ax.plot(x, y, color=f"C{k}", alpha=0.3, lw=0.8)
@@ -185,7 +198,7 @@ def write_figure(all_cells: list[Cell], out: str) -> None:
                 grid = np.linspace(0, max(max(x) for x, _ in curves), 100)
                 mean = np.mean([np.interp(grid, x, np.asarray(y, float)) for x, y in curves],
                                axis=0)
-                ax.plot(grid, mean, color=f"C{k}", lw=2, label=algo.upper())
+                ax.plot(grid, mean, color=f"C{k}", lw=2, label=label)
         ax.set_title(task)
         ax.set_xlabel("frames (MuJoCo: steps)")
         if ax.get_legend_handles_labels()[0]:
@@ -196,14 +209,22 @@ def write_figure(all_cells: list[Cell], out: str) -> None:
     plt.close(fig)  # one figure per cell: the script runs for hours
 
 
-def main(argv=None) -> int:
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",")]
+
+
+def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", nargs="?", default=os.path.join(ROOT, "experiments", "learning"))
-    p.add_argument("--games", type=lambda s: s.split(","), default=["frostbite", "kangaroo",
-                                                                    "zaxxon"])
+    p.add_argument("--games", type=lambda s: s.split(",") if s else [],
+                   default=["frostbite", "kangaroo", "zaxxon"])
     p.add_argument("--mujoco", type=lambda s: s.split(",") if s else [],
                    default=["HalfCheetah-v5", "Hopper-v5"])
-    p.add_argument("--seeds", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1, 2])
+    p.add_argument("--seeds", type=ints, default=[0, 1, 2])
+    p.add_argument("--algos", type=lambda s: s.split(","), default=["ga", "rs", "es"],
+                   help="which of ga, rs, es to run (default: all three)")
+    p.add_argument("--ranks", type=ints, default=[0],
+                   help="algo.rank values, each a cell of its own: 0 full rank, r > 0 low rank")
     p.add_argument("--frames", type=int, default=3_000_000, help="Atari frames per run")
     p.add_argument("--mujoco-steps", type=int, default=3_000_000, help="MuJoCo steps per run")
     p.add_argument("--test-episodes", type=int, default=30,
@@ -212,8 +233,18 @@ def main(argv=None) -> int:
                    help="a config key for every cell (repeatable), e.g. engine.device=cuda")
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args(argv)
-    if len(set(args.seeds)) != len(args.seeds):
-        p.error("--seeds repeats a seed; give distinct seeds")
+    for name in ("seeds", "ranks"):
+        if len(set(getattr(args, name))) != len(getattr(args, name)):
+            p.error(f"--{name} repeats a value; give distinct values")
+    if any(r < 0 for r in args.ranks):
+        p.error("--ranks takes ranks >= 0 (0: full rank)")
+    if not set(args.algos) <= {"ga", "rs", "es"}:
+        p.error(f"--algos takes ga, rs and es, not {','.join(args.algos)}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
     all_cells = cells(args)
     for cell in ([] if args.report_only else all_cells):
         run_cell(cell, args.out)

@@ -23,6 +23,7 @@ import numpy as np
 
 from neuroevo.envs.base import PoolBase
 from neuroevo.envs.locomotion import TASKS
+from neuroevo.envs.mjnative import Stepper
 from neuroevo.errors import (
     ConfigError,
     DependencyNotInstalled,
@@ -79,9 +80,11 @@ class MujocoSims:
         env_id: one of ``locomotion.TASKS`` (HalfCheetah-v5, Hopper-v5, ...).
         num_envs: simulations.
         threads: worker threads (0: one per CPU core this process may use).
+        native: step through ``mjnative``'s C loop where it can be built (the same
+            results, without the GIL); False: the Python loop.
     """
 
-    def __init__(self, env_id: str, num_envs: int, threads: int = 0):
+    def __init__(self, env_id: str, num_envs: int, threads: int = 0, native: bool = True):
         check_range("num_envs", num_envs, isinstance(num_envs, int) and num_envs >= 1, ">= 1")
         check_range("threads", threads, isinstance(threads, int) and threads >= 0, ">= 0")
         mujoco = _mujoco()
@@ -104,6 +107,8 @@ class MujocoSims:
         # Only contact costs read cfrc_ext; other tasks skip computing it (it feeds nothing
         # back into the dynamics, so their results are the same bit for bit).
         self._post = "cfrc_ext" in self.task.fields
+        self._native = (Stepper.create(self.model, self.datas, self._copies,
+                                       self.task.frame_skip, self._post) if native else None)
         self._workers = ThreadPoolExecutor(self.threads, thread_name_prefix="neuroevo-mujoco")
         self._pending: tuple[list[Future], np.ndarray, np.ndarray, np.ndarray] | None = None
         self.obs_dim = self.observe().shape[1]
@@ -142,6 +147,8 @@ class MujocoSims:
                 np.copyto(dst, src)
 
     def _run(self, envs: np.ndarray, actions: np.ndarray) -> None:
+        if self._native is not None:
+            return self._native.run(envs, actions)
         mujoco, model, skip, post = _mujoco(), self.model, self.task.frame_skip, self._post
         for i in envs:
             d = self.datas[i]

@@ -18,8 +18,8 @@ from neuroevo.errors import ConfigError
 
 
 class MujocoVectorEnv(VectorEnv):
-    def __init__(self, env_id: str, num_envs: int, threads: int = 0):
-        self.sims = MujocoSims(env_id, num_envs, threads)
+    def __init__(self, env_id: str, num_envs: int, threads: int = 0, native: bool = True):
+        self.sims = MujocoSims(env_id, num_envs, threads, native)
         self.num_envs = num_envs
         low, high = self.sims.action_bounds
         self.single_action_space = gymnasium.spaces.Box(low, high, dtype=np.float32)

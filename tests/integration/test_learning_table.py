@@ -66,3 +66,19 @@ def test_cells_table_and_resume(tmp_path):
     rows = (tmp_path / "table-runs" / "es-Hopper-v5-s0" / "metrics.jsonl").read_text()
     assert json.loads(rows.splitlines()[-1])["frames"] >= 250 > first["es-Hopper-v5-s0"]["frames"]
     assert "resuming" in (tmp_path / "table-runs" / "es-Hopper-v5-s0.log").read_text()
+
+
+def test_ranks_are_cells_of_their_own_and_random_search_stays_full_rank():
+    args = learning_table.parse(["--games", "pong", "--mujoco", "Hopper-v5", "--seeds", "0",
+                                 "--ranks", "0,2", "--set", "engine.device=cpu"])
+    by_name = {c.name: c for c in learning_table.cells(args)}
+    assert sorted(by_name) == ["es-Hopper-v5-s0", "es-Hopper-v5-s0-r2", "ga-pong-s0",
+                               "ga-pong-s0-r2", "rs-pong-s0"]
+    for name, cell in by_name.items():
+        command = cell.command(cell.run_dir("OUT"))
+        sets = [command[i + 1] for i, x in enumerate(command) if x == "--set"]
+        assert ("algo.rank=2" in sets) == name.endswith("-r2")
+        assert sets.index("engine.device=cpu") < len(sets)  # the user's --set items stay
+    assert by_name["ga-pong-s0-r2"].label == "GA, rank 2"
+    only_es = learning_table.parse(["--algos", "es", "--games", "", "--mujoco", "Hopper-v5"])
+    assert {c.algo for c in learning_table.cells(only_es)} == {"es"}

@@ -1,12 +1,15 @@
 """The batched MuJoCo tasks against gymnasium's own envs, fed the same seeds and actions."""
 
+import os
+from pathlib import Path
+
 import gymnasium
 import numpy as np
 import pytest
 
-from neuroevo.envs import make_vec
+from neuroevo.envs import make_vec, mjnative
 from neuroevo.envs.locomotion import TASKS
-from neuroevo.envs.mujoco import MujocoPool
+from neuroevo.envs.mujoco import MujocoPool, MujocoSims
 from neuroevo.errors import StateError, UnknownName
 
 
@@ -134,3 +137,53 @@ def test_halfcheetah_compiles_silently_to_the_same_model():
                           f"{str(Path(assets.__file__).parent / 'assets' / 'half_cheetah.xml')!r})"],
                          capture_output=True, text=True, timeout=120)
     assert "settotalmass" in old.stdout + old.stderr  # the check above can fail
+
+
+@pytest.mark.parametrize("env_id", sorted(TASKS))
+def test_the_native_loop_steps_exactly_as_the_python_loop(env_id):
+    """The C loop (mjnative) makes the Python loop's calls on the same memory: every field of
+    every env, bit for bit, with envs stepped in chunks over threads and some left out."""
+    native, python = MujocoSims(env_id, 5, threads=2), MujocoSims(env_id, 5, 1, native=False)
+    try:
+        assert native._native is not None and python._native is None
+        rng = np.random.default_rng(3)
+        for sims in (native, python):
+            sims.reset(np.arange(5), [7, 8, 9, 10, 11])
+        for step in range(40):
+            actions = rng.uniform(-1, 1, (5, native.num_actions)).astype(np.float32)
+            envs = np.array([0, 2, 3, 4]) if step % 3 else np.arange(5)
+            results = []
+            for sims in (native, python):
+                sims.step_async(actions, envs, inline=step % 2 == 0)
+                results.append(sims.step_wait())
+            for x, y in zip(*results, strict=True):
+                assert np.array_equal(x, y)
+            for name in native.fields:
+                assert np.array_equal(native.fields[name], python.fields[name]), name
+            for d, e in zip(native.datas, python.datas, strict=True):
+                assert np.array_equal(d.qacc_warmstart, e.qacc_warmstart)
+    finally:
+        native.close()
+        python.close()
+
+
+def test_the_native_loop_is_built_once_and_without_a_compiler_the_python_loop_steps(
+        tmp_path, monkeypatch):
+    built = mjnative.compile_loop(str(tmp_path))
+    stamp = os.stat(built).st_mtime_ns
+    assert mjnative.compile_loop(str(tmp_path)) == built  # the cached build, not a new one
+    assert os.stat(built).st_mtime_ns == stamp and os.listdir(tmp_path) == [Path(built).name]
+
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty"))
+    mjnative._functions.cache_clear()
+    try:
+        with pytest.warns(UserWarning, match="step through Python.*C compiler"):
+            sims = MujocoSims("Hopper-v5", 2, threads=1)
+        assert sims._native is None
+        sims.reset(np.arange(2), [0, 1])
+        sims.step_async(np.zeros((2, sims.num_actions)), np.arange(2))
+        assert sims.step_wait()[0].shape == (2,)
+        sims.close()
+    finally:
+        mjnative._functions.cache_clear()
