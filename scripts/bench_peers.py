@@ -9,6 +9,8 @@ by each library (neuroevo: the generation's frames; EvoTorch: its
 ``total_interaction_count``). neuroevo runs as ``neuroevo run es`` builds it, without the
 centre's own episodes (EvoTorch has none) and with its default layout. Rounds alternate the
 two sides, each figure is the best round, and the ratio is neuroevo / EvoTorch.
+``--python-loop`` adds a third side to each round: neuroevo with its MuJoCo envs stepped
+through the Python loop (``NEUROEVO_NATIVE=0``) instead of ``mjnative``'s C loop.
 
 EvoTorch runs in a venv of its own (``--evotorch-venv``, made with ``pip install evotorch``
 and the CPU torch when it is absent), so neither library's dependencies reach the other.
@@ -69,10 +71,11 @@ def evotorch_rate(python: str, task: str, population: int, generations: int) -> 
     return r["steps"] / r["seconds"]
 
 
-def neuroevo_run(task: str, population: int, generations: int, sets=()) -> dict:
+def neuroevo_run(task: str, population: int, generations: int, sets=(), env=None) -> dict:
     """In a fresh process too, so that both sides start alike. ``sets``: ``--set`` items
     after the protocol's own (``bench_mujoco_layout.py`` sets the layout with them).
-    Returns ``steps_per_s`` and ``timings``, each stage's seconds summed over the drivers."""
+    ``env``: variables set for that process. Returns ``steps_per_s`` and ``timings``, each
+    stage's seconds summed over the drivers."""
     program = r"""
 import json, sys, time
 from neuroevo.build import build
@@ -103,7 +106,7 @@ built.evaluator.close()
 """
     out = subprocess.run([sys.executable, "-c", program, task, str(population),
                           str(generations), *sets], capture_output=True, text=True,
-                         timeout=3600)
+                         timeout=3600, env={**os.environ, **(env or {})})
     if out.returncode != 0:
         raise SystemExit(f"{os.path.basename(sys.argv[0])}: neuroevo on {task} failed:\n"
                          f"{out.stderr[-2000:]}")
@@ -117,6 +120,8 @@ def main(argv=None) -> int:
     p.add_argument("--generations", type=int, default=3)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--evotorch-venv", default=VENV)
+    p.add_argument("--python-loop", action="store_true",
+                   help="also run neuroevo with the Python stepping loop (NEUROEVO_NATIVE=0)")
     p.add_argument("--json")
     args = p.parse_args(argv)
     python = ensure_evotorch(args.evotorch_venv)
@@ -124,17 +129,25 @@ def main(argv=None) -> int:
               "population": args.population, "generations": args.generations,
               "net": "mlp 64-64 tanh", "tasks": {}}
     for task in args.tasks.split(","):
-        ours, theirs = [], []
+        ours, theirs, loop = [], [], []
         for k in range(args.rounds):
             print(f"{task}: round {k + 1}/{args.rounds}", file=sys.stderr, flush=True)
             ours.append(neuroevo_run(task, args.population, args.generations)["steps_per_s"])
             theirs.append(evotorch_rate(python, task, args.population, args.generations))
-        result["tasks"][task] = {"neuroevo_steps_per_s": max(ours),
-                                 "evotorch_steps_per_s": max(theirs),
-                                 "ratio": max(ours) / max(theirs), "rounds": [ours, theirs]}
-        t = result["tasks"][task]
-        print(f"{task:<16} neuroevo {t['neuroevo_steps_per_s']:>9,.0f}  EvoTorch "
-              f"{t['evotorch_steps_per_s']:>9,.0f} steps/s  ratio {t['ratio']:.2f}", flush=True)
+            if args.python_loop:
+                loop.append(neuroevo_run(task, args.population, args.generations,
+                                         env={"NEUROEVO_NATIVE": "0"})["steps_per_s"])
+        t = result["tasks"][task] = {"neuroevo_steps_per_s": max(ours),
+                                     "evotorch_steps_per_s": max(theirs),
+                                     "ratio": max(ours) / max(theirs), "rounds": [ours, theirs]}
+        line = (f"{task:<16} neuroevo {t['neuroevo_steps_per_s']:>9,.0f}  EvoTorch "
+                f"{t['evotorch_steps_per_s']:>9,.0f} steps/s  ratio {t['ratio']:.2f}")
+        if loop:
+            t.update(python_loop_steps_per_s=max(loop), native_vs_python_loop=max(ours) / max(loop),
+                     python_loop_rounds=loop)
+            line += (f"  (Python loop {max(loop):,.0f}: the C loop "
+                     f"{t['native_vs_python_loop']:.2f}x)")
+        print(line, flush=True)
     result["time"] = time.strftime("%Y-%m-%d %H:%M")
     if args.json:
         with open(args.json, "w") as f:

@@ -13,7 +13,9 @@ The loop is compiled on first use with the system C compiler (``$CC``, else ``cc
 and calls ``mj_step`` and ``mj_rnePostConstraint`` through pointers from the ``libmujoco``
 that the ``mujoco`` package loaded, so it needs no MuJoCo headers and no link step. Without a
 compiler, or where that library is not found, ``Stepper.create`` returns None and the envs
-step through the Python loop, as before, with one warning.
+step through the Python loop, as before, with one warning. ``NEUROEVO_NATIVE=0`` in the
+environment chooses the Python loop too (``scripts/bench_peers.py --python-loop`` measures
+the two side by side).
 
 A fatal MuJoCo error (``mju_error``) inside the C loop ends the process instead of raising:
 the bindings turn it into a C++ exception that cannot cross the C frames. The locomotion
@@ -142,6 +144,8 @@ class Stepper:
 
     @classmethod
     def create(cls, model, datas, copies, frame_skip: int, post: bool) -> Stepper | None:
+        if os.environ.get("NEUROEVO_NATIVE", "1") == "0":
+            return None
         functions = _functions()
         return None if functions is None else cls(functions, model, datas, copies,
                                                   frame_skip, post)

@@ -173,6 +173,11 @@ def test_the_native_loop_is_built_once_and_without_a_compiler_the_python_loop_st
     stamp = os.stat(built).st_mtime_ns
     assert mjnative.compile_loop(str(tmp_path)) == built  # the cached build, not a new one
     assert os.stat(built).st_mtime_ns == stamp and os.listdir(tmp_path) == [Path(built).name]
+    with monkeypatch.context() as env:
+        env.setenv("NEUROEVO_NATIVE", "0")  # the user's choice: the Python loop, no warning
+        sims = MujocoSims("Hopper-v5", 2, threads=1)
+        assert sims._native is None
+        sims.close()
 
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty"))
