@@ -108,6 +108,13 @@ def make_optimizer(cfg: Config, spec: ParamSpec):
                               validation_episodes=a.validation_episodes, **extra, **common)
 
 
+def logging_episodes(cfg: Config) -> int:
+    """The most episodes that join a generation's pass besides its population
+    (``loop.logging_jobs``): ES's centre episodes and the test phase's, in a resolved ``cfg``."""
+    a = cfg.algo
+    return (a.validation_episodes if a.name == "es" else 0) + a.test_episodes
+
+
 def _hidden(text: str) -> tuple[int, ...]:
     try:
         sizes = tuple(int(h) for h in text.split(","))
@@ -163,7 +170,8 @@ def build(cfg: Config, local: bool = True) -> Built:
     obs_norm = ObsNorm(env.obs_shape) if cfg.env.obs_norm == "on" else None
     evaluator = make_evaluator(
         policy, env, cfg.algo.population, device, workers=e.workers, subsets=e.subsets,
-        slots=e.slots, env_threads=e.env_threads, seed=cfg.seed, obs_norm=obs_norm,
+        slots=e.slots, env_threads=e.env_threads, carried=logging_episodes(cfg),
+        seed=cfg.seed, obs_norm=obs_norm,
         obs_stats_fraction=cfg.env.obs_stats_fraction,
         action_noise=cfg.env.action_noise or 0.0,
     ) if local else None

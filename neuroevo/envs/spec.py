@@ -30,6 +30,9 @@ class EnvSpec:
     episode_cap: int | None  # agent steps after which the evaluator cuts an episode
     max_steps: int | None  # the env's own limit in agent steps (None: Atari's 108k frames)
     atari: AtariConfig | None = None
+    # False where every episode runs to the cap (HalfCheetah, Swimmer: no termination), so
+    # that no slot frees up for a pass's later episodes until its wave ends
+    terminates: bool = True
 
     @property
     def image(self) -> bool:
@@ -58,7 +61,7 @@ def env_spec(env: EnvConfig) -> EnvSpec:
 
         obs_dim, low, high = describe(env.id)
         return EnvSpec("mujoco", env.id, (obs_dim,), ActionSpace.box(low, high), 1, cap,
-                       max_steps(env.id))
+                       max_steps(env.id), terminates=TASKS[env.id].healthy is not None)
     if env.id:
         import gymnasium
 

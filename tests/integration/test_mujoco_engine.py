@@ -266,3 +266,37 @@ def test_the_round_profiler_sees_every_env_step_of_the_generation():
     assert r["steps_per_generation"] == r["frames_per_generation"] > 64
     assert sum(b["steps"] for b in r["by_active_envs"]) == r["steps_per_generation"]
     assert sum(b["rounds"] for b in r["by_active_envs"]) == r["rounds_per_generation"]
+
+
+def test_where_no_episode_ends_early_a_pass_with_its_logging_episodes_runs_in_one_wave():
+    """HalfCheetah never terminates: its layout has slots for the population, the centre's
+    episodes and a test phase's, so the pass of the population and the centre takes as many
+    rounds as one episode has steps. Hopper's episodes end early and free their slots: its
+    layout stays the population's."""
+    from neuroevo.engine.pipeline import Job
+
+    sets = {"algo.population": 6, "algo.validation_episodes": 2, "algo.test_episodes": 3,
+            "engine.workers": 1, "env.episode_cap": 4}
+    built = build(_config(**{"env.id": "HalfCheetah-v5", **sets}))
+    try:
+        assert built.evaluator.layout()["slots"] == 6 + 2 + 3
+        pop = built.optimizer.ask()
+        first, center = built.evaluator.evaluate_jobs(
+            [Job(pop), Job(built.optimizer.center_population())])
+        assert list(first.steps) == [4] * 6 and list(center.steps) == [4] * 2
+        # 4 stepping rounds and the round that collects them: one wave
+        assert first.offered == (4 + 1) * 11
+    finally:
+        built.evaluator.close()
+    two_waves = build(_config(**{"env.id": "HalfCheetah-v5", "engine.slots": 6, **sets}))
+    try:
+        first, _ = two_waves.evaluator.evaluate_jobs(
+            [Job(two_waves.optimizer.ask()), Job(two_waves.optimizer.center_population())])
+        assert first.offered == 2 * (4 + 1) * 6
+    finally:
+        two_waves.evaluator.close()
+    hopper = build(_config(**sets))
+    try:
+        assert hopper.evaluator.layout()["slots"] == 6
+    finally:
+        hopper.evaluator.close()
