@@ -209,7 +209,8 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
               "subsets": subsets, "slots": slots, "num_params": spec.num_params,
               "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
               "machine": platform.processor(),
-              "engine_workers": built.evaluator.layout()["workers"]}
+              "engine_workers": built.evaluator.layout()["workers"],
+              "engine_layout": built.evaluator.layout()}
     pools = [built.env.make_pool(1, threads=1)]  # the naive loop's env, the inference's input
     rounds = []
     try:
@@ -252,12 +253,12 @@ def format_table(r: dict) -> str:
     rows = [("sim_only_fps", r["sim_only_fps"]), ("inference_only_fps", r["inference_only_fps"]),
             ("naive_fps", r["naive_fps"]), ("engine_fps", r["engine_fps"]),
             ("bound_fps", r["bound_fps"])]
-    c = r["config"]
+    c, e = r["config"], r["engine_layout"]
     unit = "steps/s" if c["env"] else "frames/s"
     lines = [f"{c['env'] or c['game']} / {r['net']} net ({r['num_params']:,} params), "
              f"population {r['config']['population']}, {r['subsets']} x {r['slots']} slots, "
              f"device {r['device']} ({r['kernels']}), {r['cpu_count']} cores, engine: "
-             f"{r['engine_workers']} driver thread(s)"]
+             f"{r['engine_workers']} driver thread(s) of {e['subsets']} x {e['slots']} slots"]
     lines += [f"  {name:<20}{value:>12,.0f} {unit}" for name, value in rows]
     lines += [f"  {'efficiency':<20}{r['efficiency']:>12.2f}   (engine / bound)",
               f"  {'speedup_vs_naive':<20}{r['speedup_vs_naive']:>12.2f}",

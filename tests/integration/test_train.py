@@ -211,6 +211,11 @@ def test_bench_on_a_mujoco_task_measures_es_as_run_builds_it(tmp_path):
     for section in ("algo", "env", "net"):
         assert r["run_config"][section] == written[section], section
     assert written["env"]["obs_norm"] == "on"  # the run's normalisation is what is measured
+    session = json.loads((tmp_path / "r" / "run.json").read_text())["sessions"][0]
+    assert {k: session[k] for k in ("workers", "subsets", "slots")} == {
+        k: r["engine_layout"][k] for k in ("workers", "subsets", "slots")}
+    e = r["engine_layout"]
+    assert f"{e['workers']} driver thread(s) of {e['subsets']} x {e['slots']} slots" in out.stdout
     bad = cli("bench", "--env", "Hopper-v5", "--set", "algo.name=ga", cwd=tmp_path)
     assert bad.returncode == 2 and "OpenAI-ES on --env" in bad.stderr
 
