@@ -10,7 +10,8 @@ Each cell (algorithm, task, seed) is a normal run directory, ``OUT/table-runs/<c
 as ``neuroevo run ... --resume`` in a subprocess: running the script again skips the cells
 that finished (their last row has the budget's frames and a test score) and continues the
 one that was interrupted from its checkpoint. After every cell it rewrites ``OUT/table.md``
-(one row per task and algorithm: the test score as the mean over seeds with a 95%
+(one row per task and algorithm, over this command's cells and any others already in
+``OUT``: the test score as the mean over seeds with a 95%
 percentile-bootstrap interval over seeds, frames, wall time per run, the machine) and
 ``OUT/table.png`` (the elite's / centre's validated score against frames, each seed thin,
 the mean over seeds thick).
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from neuroevo.checkpoint import RunDir
 from neuroevo.errors import CheckpointError
 from neuroevo.files import atomic_write
 from neuroevo.plot import load
@@ -103,6 +105,30 @@ def cells(args) -> list[Cell]:
                          tuple(args.set), rank)
                     for env in args.mujoco if "es" in args.algos]
     return out
+
+
+def earlier_cells(out: str) -> list[Cell]:
+    """The cells already in ``OUT/table-runs``, read from their configs: a table written by
+    one command keeps the cells that another command ran into the same ``OUT``."""
+    found = []
+    folder = os.path.join(out, "table-runs")
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        try:
+            cfg = RunDir(os.path.join(folder, name)).load_config()
+        except CheckpointError:  # a log file, or a cell that never wrote its config
+            continue
+        a = cfg.algo
+        cell = Cell(a.name, cfg.env.id or cfg.env.game, cfg.seed, cfg.budget.frames,
+                    a.test_episodes, rank=a.rank)
+        if cell.name == name:  # a folder this script made
+            found.append(cell)
+    return found
+
+
+def reported(this: list[Cell], out: str) -> list[Cell]:
+    """This command's cells, then the other cells already in ``OUT``."""
+    names = {c.name for c in this}
+    return this + [c for c in earlier_cells(out) if c.name not in names]
 
 
 def rows(run_dir: str) -> list[dict]:
@@ -248,11 +274,14 @@ def main(argv=None) -> int:
     all_cells = cells(args)
     for cell in ([] if args.report_only else all_cells):
         run_cell(cell, args.out)
-        write_table(summary(all_cells, args.out), args.out, args)
-        write_figure(all_cells, args.out)
+        report(reported(all_cells, args.out), args)
+    report(reported(all_cells, args.out), args)
+    return 0
+
+
+def report(all_cells: list[Cell], args) -> None:
     write_table(summary(all_cells, args.out), args.out, args)
     write_figure(all_cells, args.out)
-    return 0
 
 
 if __name__ == "__main__":

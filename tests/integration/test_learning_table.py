@@ -67,6 +67,13 @@ def test_cells_table_and_resume(tmp_path):
     assert json.loads(rows.splitlines()[-1])["frames"] >= 250 > first["es-Hopper-v5-s0"]["frames"]
     assert "resuming" in (tmp_path / "table-runs" / "es-Hopper-v5-s0.log").read_text()
 
+    # A command over some of the cells keeps the others' rows in the table it writes.
+    some = table(tmp_path, "--frames", "300", "--mujoco", "", "--report-only")
+    assert some.returncode == 0, some.stderr
+    kept = (tmp_path / "table.md").read_text()
+    assert all(f"| {task} | {algo} | 2 |" in kept
+               for task, algo in (("pong", "GA"), ("pong", "RS"), ("Hopper-v5", "ES")))
+
 
 def test_ranks_are_cells_of_their_own_and_random_search_stays_full_rank():
     args = learning_table.parse(["--games", "pong", "--mujoco", "Hopper-v5", "--seeds", "0",

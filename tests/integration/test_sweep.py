@@ -22,6 +22,7 @@ import pytest
 
 from neuroevo import train
 from neuroevo.checkpoint import RunDir
+from neuroevo.sweep.trial import run_name
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]  # whole sweeps on a local Ray instance
 
@@ -81,62 +82,81 @@ def send(pids: list[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def saved_state(out: Path) -> float:
-    """When Tune last saved its experiment state (0: never)."""
-    return max((p.stat().st_mtime for p in (out / "tune").glob("experiment_state-*.json")),
-               default=0)
-
-
-def known_checkpoint(trial: Path) -> bool:
-    """Whether Tune's driver has taken in a result of the trial that carries a checkpoint:
-    its logger writes each result it takes in to ``result.json``."""
+def taken_in(trial: Path) -> list[dict]:
+    """The trial's results that Tune's driver has taken in: its logger writes each to
+    ``result.json``."""
     try:
         lines = (trial / "result.json").read_text().splitlines()
     except OSError:
-        return False
+        return []
+    results = []
     for line in lines:
+        with contextlib.suppress(json.JSONDecodeError):  # the line being written
+            results.append(json.loads(line))
+    return results
+
+
+def checkpointed_midway(results: list[dict], generations: int) -> bool:
+    """Whether a trial with these results has a checkpoint and generations to go."""
+    return (bool(results) and results[-1]["generations"] < generations - 2
+            and any(r.get("checkpoint_dir_name") for r in results))
+
+
+def saved_midway(out: Path, generations: int) -> str | None:
+    """A trial that Tune's last saved experiment state knows a checkpoint of, with
+    generations still to go: the state was saved after the driver took in the checkpoint's
+    result (its last result is as far on or further) and before the trial came near its
+    end. Returns the trial's run directory's name (None: no such trial yet). The state is
+    what ``Tuner.restore`` reads; its trials' last results are plain JSON."""
+    for path in (out / "tune").glob("experiment_state-*.json"):
         try:
-            if json.loads(line).get("checkpoint_dir_name"):
-                return True
-        except json.JSONDecodeError:  # the line being written
-            pass
-    return False
+            trials = json.loads(path.read_text())["trial_data"]
+        except (OSError, ValueError, KeyError):  # being replaced
+            continue
+        for _, runtime in trials:
+            last = json.loads(runtime).get("last_result") or {}
+            if not last or last["generations"] >= generations - 2:
+                continue
+            for trial in (out / "tune").glob(f"*_{last['trial_id']}_*"):
+                results = [r for r in taken_in(trial) if r["generations"] <= last["generations"]]
+                if checkpointed_midway(results, generations):
+                    return run_name(last["trial_id"])
+    return None
 
 
 def killed_midway(out: Path, proc, generations: int) -> Path:
-    """``kill -9`` the sweep's driver once Tune's saved experiment state knows a checkpoint
-    of a trial that is still running; returns that trial's run directory.
+    """``kill -9`` the sweep's driver, and its trials, once Tune's saved experiment state
+    knows a checkpoint of a trial with generations to go; returns that trial's run
+    directory.
 
-    The running trials are stopped (SIGSTOP) once the driver knows a checkpoint of one
-    that has rows to go, and killed with the driver: the moment does not depend on how
-    fast the machine trains. The driver, still running, saves its state meanwhile."""
+    Once the driver has taken in such a checkpoint (its ``result.json``), every trial is
+    held (SIGSTOP) until the driver, still running, has saved a state that knows it, so the
+    kill point does not depend on how fast the machine trains or how late this loop runs:
+    a trial cannot finish while the state catches up."""
     deadline = time.time() + 300
     while time.time() < deadline:
-        assert proc.poll() is None, proc.communicate()
-        for trial in (out / "tune").glob("*_0000?_*"):
-            metrics = (out / "runs" / ("trial-" + re.search(r"_(\d{5})_", trial.name)[1])
-                       / "metrics.jsonl")
-            if not (known_checkpoint(trial) and metrics.exists()
-                    and len(metrics.read_text().splitlines()) < generations - 2):
-                continue
-            stopped = trial_processes(proc.pid)
-            send(stopped, signal.SIGSTOP)
-            if len(metrics.read_text().splitlines()) >= generations - 2:  # it ran on meanwhile
-                send(stopped, signal.SIGCONT)
-                continue
-            since = time.time()
-            while saved_state(out) < since + 0.3 and time.time() < deadline:
-                time.sleep(0.05)
-            os.kill(proc.pid, signal.SIGKILL)  # the driver, then its trials
-            send(stopped, signal.SIGKILL)
-            # and any trial it started meanwhile (a pending one): none writes on
-            gone = time.time() + 30
-            while trial_processes(proc.pid) and time.time() < gone:
-                send(trial_processes(proc.pid), signal.SIGKILL)
-                time.sleep(0.05)
-            proc.communicate()
-            return metrics.parent
-        time.sleep(0.05)
+        assert proc.poll() is None, ("the sweep ended before it was killed", proc.communicate())
+        trials = (out / "tune").glob("*_0000?_*")
+        if not any(checkpointed_midway(taken_in(t), generations) for t in trials):
+            time.sleep(0.05)
+            continue
+        held, catch_up = set(), time.time() + 30
+        while (caught := saved_midway(out, generations)) is None and time.time() < catch_up:
+            fresh = set(trial_processes(proc.pid)) - held  # the driver may start one
+            send(list(fresh), signal.SIGSTOP)
+            held |= fresh
+            time.sleep(0.05)
+        if caught is None:  # not saved in 30 s: let the trials run on and look again
+            send(list(held), signal.SIGCONT)
+            continue
+        os.kill(proc.pid, signal.SIGKILL)  # the driver, then its trials
+        gone = time.time() + 30
+        while trial_processes(proc.pid) and time.time() < gone:
+            send(trial_processes(proc.pid), signal.SIGKILL)
+            time.sleep(0.05)
+        send(list(held), signal.SIGKILL)
+        proc.communicate()
+        return out / "runs" / caught
     raise AssertionError("no trial was checkpointed midway in 300 s")
 
 
@@ -186,6 +206,52 @@ def test_a_grid_sweep_killed_with_kill_9_is_finished_by_the_same_command(tmp_pat
     other = sweep(out, *args[:-1], "31", cwd=tmp_path)
     lines = other.stderr.strip().splitlines()
     assert other.returncode == 2 and len(lines) == 1 and "holds a different sweep" in lines[0]
+
+
+def test_a_pbt_sweep_killed_with_kill_9_is_finished_by_the_same_command(tmp_path):
+    """Tune's restored experiment brings back PBT's trials at their checkpoints: every trial
+    ends at its budget with one row per generation, every restore (the resume's, an
+    exploit's) starts from a checkpoint of the interval's, and the trial caught midway
+    continued from a checkpoint (its own, or by an exploit a donor's), not from scratch."""
+    out = tmp_path / "pk"
+    generations = 10
+    args = ["--samples", "4", "--range", "algo.sigma=log:0.002:0.5", "--range",
+            "algo.lr=log:0.001:0.1", "--scheduler", "pbt", "--metric", "fitness_mean",
+            "--pbt-interval", "2", "--set", "env.episode_cap=200",
+            "--generations", str(generations)]
+    proc = subprocess.Popen([sys.executable, str(SWEEP), str(out), *CARTPOLE, *args],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True,
+                            env={**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "0.25"})
+    midway = killed_midway(out, proc, generations)
+    killed_at = len((midway / "metrics.jsonl").read_text().splitlines())
+    earlier = len(sessions(midway))  # PBT pauses trials: a session per sync point
+
+    # PBT restarts each trial's process at every sync point: some 20 restarts, 2-5 s each
+    # on a quiet 2-core machine, about 30 s each on one twice overloaded.
+    done = sweep(out, *args, cwd=tmp_path, timeout=1800)
+    assert done.returncode == 0, done.stderr
+    table = summary(out)
+    assert len(table) == 4 and {r["status"] for r in table} == {"finished"}
+    for r in table:
+        run_dir = out / r["run_dir"]
+        assert [row["generation"] for row in rows(run_dir)] == list(range(generations))
+        assert float(r["score"]) == rows(run_dir)[-1]["fitness_mean"]
+        cfg = RunDir(str(run_dir)).load_config()
+        assert 0.002 <= cfg.algo.sigma <= 0.5 and 0.001 <= cfg.algo.lr <= 0.1
+    # Resumed from a checkpoint it had reported, not started again (ES: a checkpoint after
+    # generation 2k holds that generation's row, pending its centre episodes: from 2k + 1).
+    resumed = sessions(midway)[earlier]
+    assert 0 < resumed <= killed_at + 1 and resumed % 2 == 1
+    # Every restore, after the kill or by an exploit, took a checkpoint of the interval's,
+    # never the last row's (the budget spent, it trains no more).
+    starts = {g for r in table for g in sessions(out / r["run_dir"])}
+    assert starts - {0} and all(g == 0 or (g % 2 == 1 and g < generations) for g in starts)
+    assert (out / "tune" / "pbt_global.txt").read_text().strip()  # PBT exploited (at some time)
+
+    again = sweep(out, *args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert summary(out) == table
 
 
 def test_asha_with_optuna_stops_trials_at_its_rungs(tmp_path):
