@@ -17,6 +17,9 @@ and ``engine_lowrank_fps`` / ``engine_fullrank_fps``: ES generations end to end 
 per second; Atari: emulator frames), the same population, at rank 1 and at full rank.
 
     python scripts/bench_lowrank.py --game breakout --json experiments/bench/cpu-lowrank-large.json
+
+``--set key=value`` items go to every config after the script's own (for example
+``env.episode_cap=500``: on breakout a member that never presses FIRE runs to the cap).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import torch
 
 from neuroevo.build import build
 from neuroevo.config import Config, apply_sets
+from neuroevo.errors import ConfigError
 from neuroevo.files import atomic_write
 from neuroevo.loop import Totals, one_generation
 from neuroevo.noise import NoiseTable
@@ -40,10 +44,10 @@ from neuroevo.optim import GA, OpenAIES
 
 
 def config(task: tuple[str, ...], population: int, rank: int) -> Config:
-    """``task``: the env and net keys (``tasks``)."""
+    """``task``: the env and net keys, then the user's ``--set`` items."""
     cfg = Config()
-    apply_sets(cfg, ["algo.name=es", *task, f"algo.population={population}",
-                     f"algo.rank={rank}", "engine.device=cpu", "algo.validation_episodes=0"])
+    apply_sets(cfg, ["algo.name=es", f"algo.population={population}", f"algo.rank={rank}",
+                     "engine.device=cpu", "algo.validation_episodes=0", *task])
     return cfg
 
 
@@ -112,10 +116,17 @@ def main(argv=None) -> int:
                    help="engine generations per round (0: forward passes only)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", default="")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a config key for every build (repeatable), e.g. env.episode_cap=500")
     args = p.parse_args(argv)
     torch.set_grad_enabled(False)  # the template's own forward would record autograd
     task = ((f"env.game={args.game}", f"net.name={args.net}") if args.game else
             (f"env.id={args.env}", "net.name=mlp", f"net.hidden={args.hidden}"))
+    task = (*task, *args.set)
+    try:
+        config(task, args.population, 0)
+    except ConfigError as e:
+        p.error(str(e))
     paths = forward_paths(task, args.population)
     engines = {key: build(config(task, args.population, rank))
                for key, rank in (("engine_fullrank_fps", 0), ("engine_lowrank_fps", 1))
