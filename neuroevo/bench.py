@@ -170,10 +170,10 @@ def _naive(built: Built, probe, episode_cap: int):
     return step
 
 
-def _engine(built: Built, seconds: float) -> tuple[float, dict, float]:
+def _engine(built: Built, seconds: float) -> tuple[float, dict, float, float]:
     """Whole generations (every phase, as ``neuroevo run``: ES's centre episodes in the next
     generation's first pass) for at least ``seconds``: ``(frames/s, stage seconds,
-    occupancy)``."""
+    occupancy, seconds in passes)``."""
     parts: list = []
     carried: list[Job] = []
     while sum(r.wall_time for _, r in parts) < seconds:
@@ -184,7 +184,7 @@ def _engine(built: Built, seconds: float) -> tuple[float, dict, float]:
                    if done else [])
         parts += [(None, r) for r in results]
     total = EvalResult.combine(parts)  # passes one after another
-    return total.frames / total.wall_time, total.timings, total.occupancy
+    return total.frames / total.wall_time, total.timings, total.occupancy, total.wall_time
 
 
 def _round(steps: dict, built: Built, seconds: float) -> dict:
@@ -192,8 +192,10 @@ def _round(steps: dict, built: Built, seconds: float) -> dict:
     for name, step in steps.items():
         frames, elapsed = _timed(seconds, step)
         out[name] = frames / elapsed
-    engine, timings, occupancy = _engine(built, seconds)
-    return {**out, "engine_fps": engine, "occupancy": occupancy, "stage_seconds": timings}
+    engine, timings, occupancy, wall = _engine(built, seconds)
+    # the stages' seconds are summed over the driver threads; engine_seconds is their wall
+    return {**out, "engine_fps": engine, "occupancy": occupancy, "stage_seconds": timings,
+            "engine_seconds": wall}
 
 
 def run_bench(cfg: BenchConfig, log=print) -> dict:
