@@ -102,6 +102,12 @@ def checkpointed_midway(results: list[dict], generations: int) -> bool:
             and any(r.get("checkpoint_dir_name") for r in results))
 
 
+def saved_state(out: Path) -> float:
+    """When Tune last saved its experiment state (0: never)."""
+    return max((p.stat().st_mtime for p in (out / "tune").glob("experiment_state-*.json")),
+               default=0)
+
+
 def saved_midway(out: Path, generations: int) -> str | None:
     """A trial that Tune's last saved experiment state knows a checkpoint of, with
     generations still to go: the state was saved after the driver took in the checkpoint's
@@ -140,12 +146,18 @@ def killed_midway(out: Path, proc, generations: int) -> Path:
         if not any(checkpointed_midway(taken_in(t), generations) for t in trials):
             time.sleep(0.05)
             continue
-        held, catch_up = set(), time.time() + 30
-        while (caught := saved_midway(out, generations)) is None and time.time() < catch_up:
+        held, since = set(), time.time()
+        catch_up = since + 30
+        # a state saved after the hold began holds all the driver took in (Tune saves it
+        # every 0.25 s here); its content then names the trial
+        caught = None
+        while caught is None and time.time() < catch_up:
             fresh = set(trial_processes(proc.pid)) - held  # the driver may start one
             send(list(fresh), signal.SIGSTOP)
             held |= fresh
             time.sleep(0.05)
+            if saved_state(out) > since + 0.3:
+                caught = saved_midway(out, generations)
         if caught is None:  # not saved in 30 s: let the trials run on and look again
             send(list(held), signal.SIGCONT)
             continue
