@@ -204,6 +204,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     device, spec = built.device, built.policy.spec
     subsets, slots = default_layout(cfg.population, device, built.env.kind)
     subsets, slots = cfg.subsets or subsets, cfg.slots or slots
+    engine = built.evaluator.layout()
     result = {"config": asdict(cfg), "run_config": to_dict(built.config), "device": str(device),
               "net": built.config.net.name if built.config.net.name != "mlp" else
               f"mlp {built.config.net.hidden}",
@@ -211,8 +212,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
               "subsets": subsets, "slots": slots, "num_params": spec.num_params,
               "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
               "machine": platform.processor(),
-              "engine_workers": built.evaluator.layout()["workers"],
-              "engine_layout": built.evaluator.layout()}
+              "engine_workers": engine["workers"], "engine_layout": engine}
     pools = [built.env.make_pool(1, threads=1)]  # the naive loop's env, the inference's input
     rounds = []
     try:
@@ -260,7 +260,7 @@ def format_table(r: dict) -> str:
     lines = [f"{c['env'] or c['game']} / {r['net']} net ({r['num_params']:,} params), "
              f"population {r['config']['population']}, {r['subsets']} x {r['slots']} slots, "
              f"device {r['device']} ({r['kernels']}), {r['cpu_count']} cores, engine: "
-             f"{r['engine_workers']} driver thread(s) of {e['subsets']} x {e['slots']} slots"]
+             f"{e['workers']} driver thread(s) of {e['subsets']} x {e['slots']} slots"]
     lines += [f"  {name:<20}{value:>12,.0f} {unit}" for name, value in rows]
     lines += [f"  {'efficiency':<20}{r['efficiency']:>12.2f}   (engine / bound)",
               f"  {'speedup_vs_naive':<20}{r['speedup_vs_naive']:>12.2f}",
