@@ -204,11 +204,15 @@ class RunDir:
         path = self.file("config.yaml")
         try:
             with open(path) as f:
-                return from_dict(parse_yaml(f))
+                data = parse_yaml(f)
+            cfg = from_dict(data)
         except (OSError, ValueError, yaml.YAMLError, AttributeError, ConfigError) as e:
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise CheckpointError(f"{path} is missing or corrupt ({reason}); this is not a "
                                   "neuroevo run directory") from None
+        if not cfg.env.id and "fire_on_life_loss" not in data.get("env", {}):
+            cfg.env.fire_on_life_loss = False  # written before the setting: it ran without
+        return cfg
 
     # -- the checkpoint -------------------------------------------------------------------
     def save(self, cfg: Config, optimizer, totals: Totals, history: list[dict], policy=None,
@@ -262,6 +266,8 @@ class RunDir:
         """Refuse a config that defines another run than the checkpoint's (budget and machine
         layout may change)."""
         mine = identity(cfg)
+        if "env.fire_on_life_loss" not in saved:  # saved before the setting: it ran without
+            saved = {**saved, "env.fire_on_life_loss": None if saved.get("env.id") else False}
         if mine == saved:
             return
         changed = sorted(k for k in set(mine) | set(saved) if mine.get(k) != saved.get(k))

@@ -12,6 +12,7 @@ import os
 import secrets
 import signal
 import sys
+import time
 
 import neuroevo
 from neuroevo.errors import NeuroevoError
@@ -72,7 +73,15 @@ def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
     live line after every generation."""
     from neuroevo.checkpoint import Checkpoints
     from neuroevo.loop import Tests, generations
-    from neuroevo.report import Progress, TensorBoard
+    from neuroevo.report import Progress, TensorBoard, summary
+    from neuroevo.video import default_format
+
+    started = time.perf_counter()
+
+    def report(status: str) -> None:
+        print("\n" + summary(status, built.config, history, totals, run_dir.path,
+                             time.perf_counter() - started, default_format(),
+                             run_dir.has_checkpoint()), flush=True)
 
     callbacks = [Checkpoints(run_dir, built),
                  TensorBoard(run_dir.folder("tensorboard"),
@@ -86,7 +95,10 @@ def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
                 else "(none yet)")
         print(f"\nneuroevo: stopped; the last checkpoint is kept {kept}: continue with "
               f"'neuroevo resume {run_dir.path}'", file=sys.stderr, flush=True)
+        report("stopped")
         raise
+    else:
+        report("finished")
     finally:
         built.evaluator.close()
         run_dir.unlock()

@@ -55,6 +55,8 @@ class EnvConfig(_Section):
     sticky_actions: float = 0.0  # repeat-action probability (0.25 for the v5 protocol)
     noop_max: int = 30  # random no-op frames on reset, after FIRE (neuroevo.envs.atari)
     frameskip: int = 4  # emulator frames per agent step
+    fire_on_life_loss: bool | None = None  # Atari: press FIRE on the step after a lost life
+    # (None: on, the quick default; the paper configs: false; neuroevo.envs.atari)
     episode_cap: int = 5000  # agent steps per training episode (paper: 5000)
     test_episode_cap: int = 0  # agent steps per test episode (0: the env's own limit, Atari:
     # 108,000 frames; resolved into the number in config.yaml)
@@ -287,7 +289,8 @@ ALGO_KEYS = {"ga": {"population", "sigma", "truncation", "elite_candidates",
                     "validation_episodes", "rank", *_TESTS},
              "rs": {"population", "elite_candidates", "validation_episodes", *_TESTS},
              "es": {"population", "sigma", "lr", "l2", "validation_episodes", "rank", *_TESTS}}
-ATARI_KEYS = {"game", "sticky_actions", "noop_max", "frameskip"}  # unused by gymnasium ids
+# unused by gymnasium ids
+ATARI_KEYS = {"game", "sticky_actions", "noop_max", "frameskip", "fire_on_life_loss"}
 RAY_KEYS = {"ray_address", "ray_actors", "ray_timeout"}  # used only with engine.backend=ray
 RAY_ADDRESS = re.compile(r"^(|auto|(ray://)?[^\s:/]+:\d{1,5})$")
 DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")

@@ -1,9 +1,10 @@
-"""Report sinks at the edge, as training-driver callbacks: TensorBoard event files (when
-tensorboard is installed) and the live progress line."""
+"""Report sinks at the edge: TensorBoard event files (when tensorboard is installed), the
+live progress line with the budget's expected wall time, and the summary a run ends with."""
 
 from __future__ import annotations
 
 import datetime
+import os
 import time
 from typing import TextIO
 
@@ -52,6 +53,7 @@ class Progress(Callback):
         self.stream, self.live, self.budget, self.totals = stream, live, budget, totals
         self.best = max((r["fitness_max"] for r in history), default=float("-inf"))
         self.t0, self.frames = time.perf_counter(), 0
+        self.start = (self.t0, totals.generation, totals.frames)  # this session's
 
     def eta(self, fps: float) -> str:
         t = self.totals
@@ -76,3 +78,73 @@ class Progress(Callback):
         self.t0, self.frames = time.perf_counter(), 0
         line = live_line(row) + (self.eta(row["fps"]) + " " * 8 if self.live else "")
         print(("\r" if self.live else "") + line, file=self.stream, flush=True)
+        if totals.generation == self.start[1] + 1:
+            expected = expected_wall(self.budget, totals, *self.start)
+            if expected is not None:
+                print(f"  the budget ({_budget(self.budget)}) takes about {_clock(expected)} "
+                      "at this pace", file=self.stream, flush=True)
+
+
+def expected_wall(budget: Budget, totals: Totals, t0: float, generation: int,
+                  frames: int) -> float | None:
+    """Seconds the whole budget takes at the pace of this session since ``t0``, when it
+    began at ``generation`` and ``frames``; None when no generation has run yet."""
+    spent = time.perf_counter() - t0
+    done = totals.generation - generation
+    if done <= 0:
+        return None
+    left = [(budget.generations - totals.generation) * spent / done
+            if budget.generations else float("inf")]
+    if budget.frames and totals.frames > frames:
+        left.append((budget.frames - totals.frames) * spent / (totals.frames - frames))
+    return spent + max(0.0, min(left))
+
+
+def _budget(budget: Budget) -> str:
+    parts = ([f"{budget.generations:,} generations"] if budget.generations else []) + (
+        [f"{budget.frames:,} frames"] if budget.frames else [])
+    return " or ".join(parts)
+
+
+def _clock(seconds: float) -> str:
+    """``14 min 05 s``, ``1 h 02 min``, ``38 s``."""
+    seconds = round(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    if seconds >= 60:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds} s"
+
+
+def summary(status: str, cfg, history: list[dict], totals: Totals, run_dir: str,
+            seconds: float, video: str, has_checkpoint: bool = True) -> str:
+    """What a run got, printed when it ends (``status``: finished or stopped), with the
+    commands that come next, ready to paste: play the policy into ``RUN/elite.<video>``,
+    plot the curves, and continue (a stopped run: its own budget; a finished one: twice the
+    generations)."""
+    env = cfg.env.id or cfg.env.game
+    deployed = "centre" if cfg.algo.name == "es" else "elite"
+    lines = [f"neuroevo: {status} {cfg.algo.name} on {env}: {totals.generation:,} generations, "
+             f"{totals.frames:,} frames, {_clock(seconds)}"]
+    best = max((r["fitness_max"] for r in history if "fitness_max" in r), default=None)
+    lines.append(f"  best training episode  {'none yet' if best is None else f'{best:g}'}")
+    tested = [r for r in history if r.get("test_score") is not None]
+    if tested:
+        r = tested[-1]
+        lines.append(f"  test score             {r['test_score']:.1f} +/- "
+                     f"{r['test_score_std']:.1f} (std over {r['test_episodes']} episodes of "
+                     f"the {deployed} after generation {r['generation']}, "
+                     f"to {cfg.env.test_episode_cap:,} steps)")
+    else:
+        lines.append("  test score             none yet (every "
+                     f"{cfg.algo.test_every} generations and after the last)")
+    lines.append(f"  run directory          {run_dir}")
+    if not has_checkpoint:
+        lines.append("next: nothing was kept; start again with 'neuroevo run'")
+        return "\n".join(lines)
+    more = "" if status == "stopped" else f" --generations {2 * totals.generation}"
+    lines += ["next:",
+              f"  neuroevo play {run_dir} --video {os.path.join(run_dir, 'elite' + video)}",
+              f"  neuroevo plot {run_dir} -o {os.path.join(run_dir, 'curves.png')}",
+              f"  neuroevo resume {run_dir}{more}"]
+    return "\n".join(lines)

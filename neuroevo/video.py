@@ -25,6 +25,15 @@ def check_path(path: str) -> str:
     return path
 
 
+def default_format() -> str:
+    """``.mp4`` where imageio-ffmpeg is installed (the video extra), else ``.gif``."""
+    try:
+        import imageio_ffmpeg  # noqa: F401
+    except ImportError:
+        return ".gif"
+    return ".mp4"
+
+
 def _ffmpeg_writer():
     try:
         import imageio.v2 as imageio

@@ -7,6 +7,14 @@ resets with a chosen seed (``batch_size == num_envs``). Protocol: sticky actions
 optional), max over the last 2 frames, grayscale 84x84, stack of 4, frame skip 4, no reward
 clipping (fitness is the game score), no life-loss termination.
 
+``fire_on_life_loss`` (off in the paper protocol, on in the quick defaults) presses FIRE on
+the step after a life is lost, in place of the policy's action, in games whose action set
+has FIRE. Breakout, among others, waits for FIRE after every lost life: a deterministic
+policy that does not press it sees a frozen screen, keeps choosing the same action and idles
+to the episode cap, so most of a random population's frames went to frozen screens
+(``experiments/fire/``). It is a deviation from the papers, which press FIRE at reset only;
+the step counts like any other (its frames, its reward).
+
 Start states differ from the paper's. Such et al. (and Uber's code) play 1-30 random no-op
 frames and then FIRE. ale-py's reset (``preprocessed_env.cpp``, 0.12.1) presses FIRE first,
 where the game's action set has it, and then plays ``max(0, U(0, noop_max - 1) - 1)`` no-op
@@ -60,6 +68,7 @@ class AtariConfig:
     frameskip: int = 4
     full_action_space: bool = False
     episode_cap: int | None = 5000  # agent steps; None: ale-py's 108,000 frames
+    fire_on_life_loss: bool = False  # FIRE on the step after a lost life (module doc)
 
     def __post_init__(self):
         check_game(self.game)
@@ -87,6 +96,20 @@ def action_count(game: str, full_action_space: bool = False) -> int:
     return len(interface.getMinimalActionSet())
 
 
+@functools.cache
+def fire_action(game: str, full_action_space: bool = False) -> int | None:
+    """The index of FIRE among the actions the network chooses from, or None where the
+    game's action set has no FIRE."""
+    ale = _ale()
+    if full_action_space:
+        return list(ale.Action).index(ale.Action.FIRE)  # all 18, in the enum's order
+    ale.ALEInterface.setLoggerMode(ale.LoggerMode.Error)
+    interface = ale.ALEInterface()
+    interface.loadROM(ale.roms.get_rom_path(check_game(game)))
+    actions = list(interface.getMinimalActionSet())
+    return actions.index(ale.Action.FIRE) if ale.Action.FIRE in actions else None
+
+
 class AtariPool(PoolBase):
     """``num_envs`` emulators stepped together by ale-py's C++ threads (``envs.base``'s
     protocol). Env ``i``'s trajectory depends only on its seed and its actions (verified
@@ -107,23 +130,36 @@ class AtariPool(PoolBase):
             max_num_frames_per_episode=max_frames, reward_clipping=False,
             episodic_life=False, use_fire_reset=True, maxpool=True, grayscale=True,
             img_height=84, img_width=84, stack_num=4)
+        self.fire = (fire_action(config.game, config.full_action_space)
+                     if config.fire_on_life_loss else None)
+        self.lives = np.zeros(num_envs, dtype=np.int64)  # each env's lives after its last step
+        self.fire_next = np.zeros(num_envs, dtype=bool)  # lost a life last step, still playing
 
     def _reset(self, mask: np.ndarray, seeds: np.ndarray) -> np.ndarray:
         """``[N, 4, 84, 84]`` uint8 frame stacks."""
         if not self._started:  # ale-py's partial resets need a full one first
             full = np.zeros(self.num_envs, dtype=np.int64)
             full[mask] = seeds
-            obs, _ = self.env.reset(seed=full)
+            obs, info = self.env.reset(seed=full)
         else:
-            obs, _ = self.env.reset(seed=seeds, options={"reset_mask": mask})
+            obs, info = self.env.reset(seed=seeds, options={"reset_mask": mask})
+        self.lives[mask] = info["lives"][mask]
+        self.fire_next[mask] = False
         return obs
 
     def _send(self, actions: np.ndarray) -> None:
+        if self.fire is not None and self.fire_next.any():
+            actions = np.where(self.fire_next, self.fire, actions).astype(actions.dtype)
         self.env.send(actions)
 
     def _recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        obs, rewards, terminated, truncated, _ = self.env.recv()
-        return obs, rewards, terminated | truncated
+        obs, rewards, terminated, truncated, info = self.env.recv()
+        done = terminated | truncated
+        # An env that ended is reset (and its lives read) before it steps again; until then
+        # ale-py's own autoreset step may refill its lives, which nothing reads.
+        self.fire_next = (info["lives"] < self.lives) & ~done
+        self.lives = info["lives"].astype(np.int64)
+        return obs, rewards, done
 
     def close(self) -> None:
         self.env.close()

@@ -70,8 +70,10 @@ def env_spec(env: EnvConfig) -> EnvSpec:
         obs_shape, action = describe(env.id)
         return EnvSpec("gym", env.id, obs_shape, action, 1, cap,
                        gymnasium.spec(env.id).max_episode_steps)
+    # None: the quick default, on (the paper configs turn it off; neuroevo.envs.atari)
+    fire = True if env.fire_on_life_loss is None else env.fire_on_life_loss
     atari = AtariConfig(env.game, sticky_actions=env.sticky_actions, noop_max=env.noop_max,
-                        frameskip=env.frameskip, episode_cap=cap)
+                        frameskip=env.frameskip, episode_cap=cap, fire_on_life_loss=fire)
     return EnvSpec("atari", env.game, OBS_SHAPE,
                    ActionSpace(n=action_count(env.game, atari.full_action_space)),
                    atari.frameskip, cap, None, atari)

@@ -57,10 +57,16 @@ def one_line_error(out, *needles):
 
 
 def terminate(proc, sig=signal.SIGTERM):
+    code, _, err = stop(proc, sig)
+    return code, err
+
+
+def stop(proc, sig=signal.SIGTERM):
+    """``(exit status, stdout, stderr)`` of ``proc`` stopped by ``sig``."""
     os.kill(proc.pid, sig)
     try:
-        _, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=120)
     except subprocess.TimeoutExpired:
         proc.kill()
         raise
-    return proc.returncode, err
+    return proc.returncode, out, err

@@ -3,7 +3,7 @@
 import signal
 
 import pytest
-from faultkit import CARTPOLE, neuroevo, one_line_error, rows, start, terminate, wait_for_rows
+from faultkit import CARTPOLE, neuroevo, one_line_error, rows, start, stop, terminate, wait_for_rows
 
 pytestmark = pytest.mark.slow  # real processes stopped by signals
 
@@ -28,9 +28,14 @@ def test_resume_after_sigterm_equals_an_uninterrupted_run(tmp_path, straight, af
 def test_sighup_and_ctrl_c_stop_like_sigterm(tmp_path, sig, code):
     proc = start("run", "ga", *CARTPOLE, "--generations", "40", "--run-dir", "r", cwd=tmp_path)
     wait_for_rows(tmp_path / "r", 1, proc)
-    returncode, err = terminate(proc, sig)
+    returncode, out, err = stop(proc, sig)
     assert returncode == code and "Traceback" not in err, err
     assert "the last checkpoint is kept after generation" in err
+    # the summary says what the run got so far, and how to continue it
+    kept = len(rows(tmp_path / "r"))
+    assert f"neuroevo: stopped ga on CartPole-v1: {kept} generations, " in out, out
+    assert "  test score             none yet (every 10 generations and after the last)" in out
+    assert out.rstrip().endswith("neuroevo resume r"), out
     assert neuroevo("resume", "r", "--generations", "3", cwd=tmp_path).returncode == 0
 
 

@@ -63,7 +63,22 @@ def test_cli_run_writes_a_run_directory(tmp_path):
     assert [r["generation"] for r in rows] == [0, 1]
     # the test score after the last generation only (test_every 10), outside the budget
     assert "test_score" not in rows[0] and rows[-1]["test_episodes"] == 10
-    assert "  test " in out.stdout.splitlines()[-1]
+    assert "  test " in [line for line in out.stdout.splitlines() if line.startswith("gen ")][-1]
+    assert "  the budget (2 generations) takes about " in out.stdout
+    # the summary it ends with: what metrics.jsonl holds, and the next commands
+    summary = out.stdout[out.stdout.index("neuroevo: finished"):].splitlines()
+    last = rows[-1]
+    assert summary[0].startswith(f"neuroevo: finished ga on pong: 2 generations, "
+                                 f"{last['frames']:,} frames, ")
+    assert summary[1:] == [
+        f"  best training episode  {max(r['fitness_max'] for r in rows):g}",
+        f"  test score             {last['test_score']:.1f} +/- {last['test_score_std']:.1f} "
+        "(std over 10 episodes of the elite after generation 1, to 25 steps)",
+        "  run directory          r",
+        "next:",
+        f"  neuroevo play r --video {os.path.join('r', 'elite.mp4')}",  # imageio-ffmpeg: test extra
+        f"  neuroevo plot r -o {os.path.join('r', 'curves.png')}",
+        "  neuroevo resume r --generations 4"]
     from neuroevo.plot import plot_runs  # plot --y: the sparse test-score series
 
     plot_runs([str(tmp_path / "r")], str(tmp_path / "t.png"), "generations", y=["test_score"])
