@@ -54,6 +54,7 @@ class Progress(Callback):
         self.best = max((r["fitness_max"] for r in history), default=float("-inf"))
         self.t0, self.frames = time.perf_counter(), 0
         self.start = (self.t0, totals.generation, totals.frames)  # this session's
+        self.told = False  # the budget's expected wall time, after the first finished row
 
     def eta(self, fps: float) -> str:
         t = self.totals
@@ -78,11 +79,12 @@ class Progress(Callback):
         self.t0, self.frames = time.perf_counter(), 0
         line = live_line(row) + (self.eta(row["fps"]) + " " * 8 if self.live else "")
         print(("\r" if self.live else "") + line, file=self.stream, flush=True)
-        if totals.generation == self.start[1] + 1:
-            expected = expected_wall(self.budget, totals, *self.start)
-            if expected is not None:
-                print(f"  the budget ({_budget(self.budget)}) takes about {_clock(expected)} "
-                      "at this pace", file=self.stream, flush=True)
+        # ES's first row waits for its centre episodes, so it finishes a generation late
+        expected = None if self.told else expected_wall(self.budget, totals, *self.start)
+        if expected is not None:
+            self.told = True
+            print(f"  the budget ({_budget(self.budget)}) takes about {_clock(expected)} "
+                  "at this pace", file=self.stream, flush=True)
 
 
 def expected_wall(budget: Budget, totals: Totals, t0: float, generation: int,
@@ -124,8 +126,9 @@ def summary(status: str, cfg, history: list[dict], totals: Totals, run_dir: str,
     generations)."""
     env = cfg.env.id or cfg.env.game
     deployed = "centre" if cfg.algo.name == "es" else "elite"
-    lines = [f"neuroevo: {status} {cfg.algo.name} on {env}: {totals.generation:,} generations, "
-             f"{totals.frames:,} frames, {_clock(seconds)}"]
+    n = totals.generation
+    lines = [f"neuroevo: {status} {cfg.algo.name} on {env}: {n:,} generation"
+             f"{'' if n == 1 else 's'}, {totals.frames:,} frames, {_clock(seconds)}"]
     best = max((r["fitness_max"] for r in history if "fitness_max" in r), default=None)
     lines.append(f"  best training episode  {'none yet' if best is None else f'{best:g}'}")
     tested = [r for r in history if r.get("test_score") is not None]

@@ -33,7 +33,7 @@ def test_sighup_and_ctrl_c_stop_like_sigterm(tmp_path, sig, code):
     assert "the last checkpoint is kept after generation" in err
     # the summary says what the run got so far, and how to continue it
     kept = len(rows(tmp_path / "r"))
-    assert f"neuroevo: stopped ga on CartPole-v1: {kept} generations, " in out, out
+    assert f"neuroevo: stopped ga on CartPole-v1: {kept} generation" in out, out
     assert "  test score             none yet (every 10 generations and after the last)" in out
     assert out.rstrip().endswith("neuroevo resume r"), out
     assert neuroevo("resume", "r", "--generations", "3", cwd=tmp_path).returncode == 0

@@ -49,11 +49,12 @@ def test_cartpole_ga_equals_local_with_one_and_two_actors():
 
 
 def test_small_atari_run_equals_local():
-    pong = dict(algo__name="ga", env__game="pong", algo__population=6, env__episode_cap=25,
-                env__test_episode_cap=25, algo__test_episodes=2,
-                algo__elite_candidates=2, algo__validation_episodes=2, budget__generations=2,
-                engine__slots=2)
-    assert metrics(run("ray", 2, **pong)) == metrics(run("local", **pong))
+    # breakout to 120 steps: lives are lost, so FIRE on life loss (the default) is pressed
+    breakout = dict(algo__name="ga", env__game="breakout", algo__population=6,
+                    env__episode_cap=120, env__test_episode_cap=120, algo__test_episodes=2,
+                    algo__elite_candidates=2, algo__validation_episodes=2,
+                    budget__generations=2, engine__slots=2)
+    assert metrics(run("ray", 2, **breakout)) == metrics(run("local", **breakout))
 
 
 def test_es_with_observation_statistics_equals_local():

@@ -1,5 +1,6 @@
 """The summary a run ends with and the budget's expected wall time, worked by hand."""
 
+import io
 import time
 
 import pytest
@@ -7,7 +8,7 @@ import pytest
 from neuroevo.build import resolve
 from neuroevo.config import Config
 from neuroevo.loop import Budget, Totals
-from neuroevo.report import expected_wall, summary
+from neuroevo.report import Progress, expected_wall, summary
 
 
 def _rows():
@@ -39,7 +40,7 @@ def test_a_stopped_run_continues_its_own_budget_and_says_when_nothing_was_kept()
     cfg = resolve(cfg)
     text = summary("stopped", cfg, _rows()[:1], Totals(generation=1, frames=1000), "r",
                    seconds=3725, video=".mp4")
-    assert text.splitlines()[0] == ("neuroevo: stopped es on CartPole-v1: 1 generations, "
+    assert text.splitlines()[0] == ("neuroevo: stopped es on CartPole-v1: 1 generation, "
                                     "1,000 frames, 1 h 02 min")
     assert "  test score             none yet (every 10 generations and after the last)" in text
     assert text.splitlines()[-1] == "  neuroevo resume r"
@@ -59,3 +60,17 @@ def test_expected_wall_time_of_the_budget(budget, expected):
     t0 = time.perf_counter() - 20.0  # this session began 20 s ago at generation 3, 0 frames
     assert expected_wall(budget, totals, t0, 3, 0) == pytest.approx(expected, rel=0.01)
     assert expected_wall(budget, totals, t0, 5, 2000) is None  # nothing run yet
+
+
+def test_the_expected_wall_time_is_told_once_after_the_first_finished_row():
+    stream = io.StringIO()
+    totals = Totals()
+    progress = Progress(stream, False, Budget(generations=4), totals, [])
+    totals.generation, totals.frames = 2, 100  # ES: row 0 waits for the centre's episodes
+    progress.generation({"generation": 0, "frames": 50, "fps": 10.0}, totals, [])
+    totals.generation = 3
+    progress.generation({"generation": 1, "frames": 100, "fps": 10.0}, totals, [])
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("gen    0") and lines[2].startswith("gen    1")
+    assert lines[1].startswith("  the budget (4 generations) takes about ")
+    assert len(lines) == 3
