@@ -84,30 +84,30 @@ OBS_SHAPE = (4, 84, 84)  # uint8: a stack of the last 4 grayscale 84x84 frames
 
 
 @functools.cache
-def action_count(game: str, full_action_space: bool = False) -> int:
-    """Actions the network chooses from: the game's minimal action set (what
-    ``AtariVectorEnv`` uses), or all 18. Read from the ROM, with no emulator stepping."""
-    if full_action_space:
-        return 18
+def actions(game: str, full_action_space: bool = False) -> tuple:
+    """The ``ale_py.Action``s the network chooses from, in its output order: the game's
+    minimal action set (what ``AtariVectorEnv`` uses), or all 18. Read from the ROM, with no
+    emulator stepping."""
     ale = _ale()
+    if full_action_space:
+        return tuple(ale.Action)
     ale.ALEInterface.setLoggerMode(ale.LoggerMode.Error)  # as gymnasium's AtariEnv does
     interface = ale.ALEInterface()
     interface.loadROM(ale.roms.get_rom_path(check_game(game)))
-    return len(interface.getMinimalActionSet())
+    return tuple(interface.getMinimalActionSet())
 
 
-@functools.cache
+def action_count(game: str, full_action_space: bool = False) -> int:
+    """How many outputs the network has (``actions``)."""
+    return len(actions(game, full_action_space))
+
+
 def fire_action(game: str, full_action_space: bool = False) -> int | None:
     """The index of FIRE among the actions the network chooses from, or None where the
     game's action set has no FIRE."""
-    ale = _ale()
-    if full_action_space:
-        return list(ale.Action).index(ale.Action.FIRE)  # all 18, in the enum's order
-    ale.ALEInterface.setLoggerMode(ale.LoggerMode.Error)
-    interface = ale.ALEInterface()
-    interface.loadROM(ale.roms.get_rom_path(check_game(game)))
-    actions = list(interface.getMinimalActionSet())
-    return actions.index(ale.Action.FIRE) if ale.Action.FIRE in actions else None
+    chosen = actions(game, full_action_space)
+    fire = _ale().Action.FIRE
+    return chosen.index(fire) if fire in chosen else None
 
 
 class AtariPool(PoolBase):
@@ -130,6 +130,7 @@ class AtariPool(PoolBase):
             max_num_frames_per_episode=max_frames, reward_clipping=False,
             episodic_life=False, use_fire_reset=True, maxpool=True, grayscale=True,
             img_height=84, img_width=84, stack_num=4)
+        # FIRE's action index where fire_on_life_loss presses it, else None (no lives tracked)
         self.fire = (fire_action(config.game, config.full_action_space)
                      if config.fire_on_life_loss else None)
         self.lives = np.zeros(num_envs, dtype=np.int64)  # each env's lives after its last step
@@ -143,8 +144,9 @@ class AtariPool(PoolBase):
             obs, info = self.env.reset(seed=full)
         else:
             obs, info = self.env.reset(seed=seeds, options={"reset_mask": mask})
-        self.lives[mask] = info["lives"][mask]
-        self.fire_next[mask] = False
+        if self.fire is not None:
+            self.lives[mask] = info["lives"][mask]
+            self.fire_next[mask] = False
         return obs
 
     def _send(self, actions: np.ndarray) -> None:
@@ -155,10 +157,11 @@ class AtariPool(PoolBase):
     def _recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         obs, rewards, terminated, truncated, info = self.env.recv()
         done = terminated | truncated
-        # An env that ended is reset (and its lives read) before it steps again; until then
-        # ale-py's own autoreset step may refill its lives, which nothing reads.
-        self.fire_next = (info["lives"] < self.lives) & ~done
-        self.lives = info["lives"].astype(np.int64)
+        if self.fire is not None:
+            # An env that ended is reset (and its lives read) before it steps again; until
+            # then ale-py's own autoreset step may refill its lives, which nothing reads.
+            self.fire_next = (info["lives"] < self.lives) & ~done
+            self.lives = info["lives"].astype(np.int64)
         return obs, rewards, done
 
     def close(self) -> None:
