@@ -56,7 +56,8 @@ REFERENCE = Kernels()
 
 def select(device, backend: str = "auto", conv: str = "auto") -> Kernels:
     """The kernels for tensors on ``device``: ``auto`` is Triton on a CUDA device when it is
-    installed, the reference otherwise, and the conv path that backend is fastest with.
+    installed, the reference otherwise, and the conv path fastest there: im2col on a GPU,
+    grouped with the reference on a CPU.
     ``backend="triton"`` on a CPU runs Triton's interpreter (needs ``TRITON_INTERPRET=1``
     before triton is first imported; slow, for tests)."""
     device = torch.device(device)
@@ -75,8 +76,8 @@ def select(device, backend: str = "auto", conv: str = "auto") -> Kernels:
             and os.environ.get("TRITON_INTERPRET") != "1"):
         raise ConfigError("NEUROEVO_KERNELS=triton on a CPU needs Triton's interpreter "
                           "(TRITON_INTERPRET=1, slow: for tests); unset NEUROEVO_KERNELS")
-    if conv == "auto":
-        conv = "im2col" if backend == "triton" else "grouped"
+    if conv == "auto":  # measured: kernels/README.md
+        conv = "im2col" if backend == "triton" or device.type == "cuda" else "grouped"
     return Kernels(backend, conv)
 
 

@@ -5,7 +5,7 @@ Run: python scripts/compile_kernels.py [--arch 90] [--json FILE]
 
 The interpreter that runs the kernels in CI checks their arithmetic, not that they compile,
 nor how: this compiles each kernel as the engine launches it (slot storage: contiguous rows,
-unit inner strides; the im2col view: unit strides along positions) with Triton's own
+unit inner strides; im2col patches: unit strides along each patch) with Triton's own
 compiler and ptxas, for ``--arch`` (90: Hopper, the H100/H200), and counts in the PTX and
 the cubin's resource usage what the kernels rely on. tests/unit/test_kernels_compile.py
 asserts on it. Needs triton; TRITON_INTERPRET must be unset (the test runs this script in a
@@ -30,7 +30,8 @@ from triton.compiler import ASTSource
 from neuroevo.kernels import triton_ops
 
 ALIGNED = [["tt.divisibility", 16]]  # what the launcher infers for 16-aligned pointers/ints
-PTX_COUNTS = ("fma.rn.f32", "mul.rn.f32", "add.rn.f32", "ld.global.v4", "cp.async")
+PTX_COUNTS = ("fma.rn.f32", "mul.rn.f32", "add.rn.f32", "ld.global.v4", "cp.async",
+              "mma.sync", "wgmma.mma_async", "cvt.rna.tf32")
 
 
 def variants() -> dict[str, tuple]:
@@ -45,10 +46,13 @@ def variants() -> dict[str, tuple]:
                          [*pointers, "n_in", "n_out", "sxn", "swm", "swo", "sbm", "son"], fused),
         # A first MLP layer on a 17-wide observation (HalfCheetah): nothing but pointers aligned.
         "gemv_unaligned": (triton_ops._gemv, dense, pointers, fused),
+        # Patches [P, L, C*k*k] (unit stride along the patch), filters read along C*k*k,
+        # outputs written channels-first; widths 256, 512, 576: multiples of 16.
         "gemm_im2col": (triton_ops._gemm,
-                        {"sxl": 1, "swk": 1, "sbo": 1, "sol": 1, "HAS_BIAS": True,
+                        {"sxk": 1, "swk": 1, "sbo": 1, "sol": 1, "HAS_BIAS": True,
                          "BLOCK_L": triton_ops.GEMM_BLOCK_L, "BLOCK_O": triton_ops.GEMM_BLOCK_O,
-                         "BLOCK_K": triton_ops.GEMM_BLOCK_K}, pointers, fused),
+                         "BLOCK_K": triton_ops.GEMM_BLOCK_K},
+                        [*pointers, "n_in", "sxn", "sxl", "swm", "swo", "son", "soo"], fused),
         "perturb": (triton_ops._perturb, {"BLOCK": 1024}, ["out_ptr", "base_ptr", "noise_ptr"],
                     {"enable_fp_fusion": False}),
     }

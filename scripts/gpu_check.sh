@@ -5,22 +5,26 @@
 # (tests/unit/test_stage_clock.py) and end to end (tests/integration/test_kernel_engine.py,
 # skipped where gymnasium and ale-py are missing: carry their wheels as the device README
 # says, e.g. ale-py, gymnasium, farama-notifications), then scripts/bench_kernels.py on the GPU.
-# Needs only torch, triton, numpy and pytest there (no install: PYTHONPATH is the checkout).
+# Needs only torch, triton, numpy and pytest there (no install: PYTHONPATH is a copy of the
+# checkout laid out as installed; -P keeps the bare checkout off sys.path).
 # Run from the repository root: OUT=DIR bash scripts/gpu_check.sh [bench_kernels.py options]
 # (DIR defaults to gpu-check; a dry run here: bash scripts/gpu_check.sh --nets small --populations 8).
 set -uo pipefail
 out=${OUT:-gpu-check}
 mkdir -p "$out"
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+# setup.cfg maps neuroevo.kernels to kernels/: lay the package out as an install would.
+pkg=$(mktemp -d)
+cp -r neuroevo "$pkg/" && cp -r kernels "$pkg/neuroevo/kernels"
+export PYTHONPATH=$pkg${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 {
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 } 2>&1 | tee "$out/gpu.txt"
-timeout 240 python3 -m pytest -q -ra -p no:cacheprovider tests/unit/test_kernels.py \
+timeout 240 python3 -P -m pytest -q -ra -p no:cacheprovider tests/unit/test_kernels.py \
   tests/unit/test_stage_clock.py tests/integration/test_kernel_engine.py 2>&1 \
   | tee "$out/tests.log"
 tests=${PIPESTATUS[0]}
-timeout 300 python3 scripts/bench_kernels.py --json "$out/kernels.json" "$@" 2>&1 \
+timeout 300 python3 -P scripts/bench_kernels.py --json "$out/kernels.json" "$@" 2>&1 \
   | tee "$out/bench.log"
 bench=${PIPESTATUS[0]}
 echo "tests exit $tests, bench exit $bench" | tee -a "$out/gpu.txt"

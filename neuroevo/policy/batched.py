@@ -82,17 +82,27 @@ def batched_conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, kernel: int,
         y = F.conv2d(xp.reshape(1, -1, *xp.shape[-2:]), w.reshape(-1, *w.shape[2:]),
                      b.reshape(-1), stride=stride, groups=p)
         return y.view(p, o, *y.shape[-2:])
-    side = [(n - kernel) // stride + 1 for n in xp.shape[-2:]]
-    cols = F.unfold(xp, kernel, stride=stride)  # [P, C*k*k, L]: each output pixel's patch
-    flat = w.reshape(p, o, -1)  # a view of the slot rows; (C, kh, kw) order as in unfold
+    cols = patches(xp, kernel, stride)  # [P, L, C*k*k]
+    flat = w.reshape(p, o, -1)  # a view of the slot rows; (C, kh, kw) order as in patches
     if kernels.backend == "triton":
-        y = torch.empty(p, o, cols.shape[-1], device=x.device)
+        y = torch.empty(p, o, cols.shape[1], device=x.device)
         # The kernel writes through the transposed view: channels-first with no copy.
-        indexed_matmul(cols.transpose(1, 2), flat, torch.arange(p, device=x.device), b,
+        indexed_matmul(cols, flat, torch.arange(p, device=x.device), b,
                        out=y.transpose(1, 2), backend="triton")
     else:
-        y = torch.baddbmm(b.unsqueeze(2), flat, cols)
+        y = torch.baddbmm(b.unsqueeze(2), flat, cols.transpose(1, 2))
+    side = [(n - kernel) // stride + 1 for n in xp.shape[-2:]]
     return y.view(p, o, *side)
+
+
+def patches(x: torch.Tensor, kernel: int, stride: int) -> torch.Tensor:
+    """``x[P, C, H, W]`` -> ``[P, L, C*k*k]``: each output pixel's patch, ``(C, kh, kw)``
+    ordered as ``F.unfold``'s, in one strided copy. ``F.unfold`` itself launches one kernel
+    per image on CUDA: at a population of 1,000 those launches took most of an H200's
+    forward pass (2026-12-04)."""
+    p, c = x.shape[:2]
+    windows = x.unfold(2, kernel, stride).unfold(3, kernel, stride)  # [P, C, oh, ow, k, k]
+    return windows.permute(0, 2, 3, 1, 4, 5).reshape(p, -1, c * kernel * kernel)
 
 
 class BatchedPolicy:
@@ -192,17 +202,22 @@ class BatchedPolicy:
         return not isinstance(self.template, AtariNet) or self.kernels.conv == "im2col"
 
     def slot_layers(self, params: torch.Tensor) -> dict[str, torch.Tensor]:
-        """``[P, D]`` flat parameters as ``forward`` takes them: ``spec.unflatten`` views, or,
-        with VBN, a prepared copy (``prepare``); with ``lowrank``, low-rank slots holding
-        them (the evaluator's path for full members, so a replay equals its episode)."""
+        """``[P, D]`` flat parameters as ``forward`` takes them: per-layer tensors strided as
+        ``SlotParams`` rows are (copies of ``spec.unflatten``'s views; with VBN, prepared:
+        ``prepare``), or, with ``lowrank``, low-rank slots holding them: the evaluator's
+        layouts, so a replay equals its episode."""
         if self.lowrank is not None:
             slots = self.slot_storage(params.shape[0], params.device)
             for row in range(params.shape[0]):
                 slots.load(row, params[row])
             return slots.prefix(params.shape[0])
-        layers = self.spec.unflatten(params)
+        # Per-layer tensors laid out as slot rows are: a kernel specialises on its row strides,
+        # so the same network through other strides (a flat row of D, or a batch of one, whose
+        # row stride torch sets freely) could sum in another order on a GPU. VBN folds its
+        # moments in place, so it always takes copies.
+        layers = {k: v.clone(memory_format=torch.contiguous_format) if self.vbn
+                  else v.contiguous() for k, v in self.spec.unflatten(params).items()}
         if self.vbn:
-            layers = {k: v.clone() for k, v in layers.items()}
             for row in range(params.shape[0]):
                 self.prepare(layers, row)
         return layers

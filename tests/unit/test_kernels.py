@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from neuroevo import NoiseTable, SeedChain
 from neuroevo.genomes import ChainDecoder, Perturbation, PerturbationDecoder
@@ -126,10 +127,12 @@ def test_perturb_into_equals_the_host_decoders_bit_for_bit(ops):
 
 
 def test_select_resolves_auto_and_names_bad_values(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # Triton on CPU tensors, on a GPU machine too
     assert select("cpu") == Kernels("reference", "grouped")  # grouped: faster on a CPU
     assert select("cpu", "triton") == Kernels("triton", "im2col")  # the kernels' own path
     assert select("cpu", "triton", "grouped") == Kernels("triton", "grouped")
     assert select("cpu", "reference", "im2col") == Kernels("reference", "im2col")
+    assert select("cuda", "reference") == Kernels("reference", "im2col")  # 2.7x on an H200
     with pytest.raises(ValueError, match="NEUROEVO_KERNELS must be auto, triton or reference"):
         select("cpu", "fast")
     with pytest.raises(ValueError, match="NEUROEVO_CONV must be auto, im2col or grouped"):
@@ -190,12 +193,35 @@ def test_forward_through_the_kernel_equals_the_reference(ops, net, conv):
     torch.testing.assert_close(got, policy.reference(params, obs), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize(("kernel", "stride"), [(8, 4), (4, 2), (3, 1)])
+def test_patches_are_unfold_s_columns(kernel, stride):
+    """The im2col paths read patches from one strided copy, not ``F.unfold`` (one launch per
+    image on CUDA); the columns and their (C, kh, kw) order must be unfold's."""
+    from neuroevo.policy.batched import patches
+
+    x = torch.randn(3, 4, 23, 23, generator=torch.Generator().manual_seed(kernel))
+    assert torch.equal(patches(x, kernel, stride),
+                       F.unfold(x, kernel, stride=stride).transpose(1, 2))
+
+
 def test_the_im2col_reference_path_equals_the_grouped_convolution():
     policy, params, obs = net_and_data("small", 3, kernels=Kernels("reference", "grouped"))
     grouped = policy(params, obs)
     im2col, _, _ = net_and_data("small", 3, kernels=Kernels("reference", "im2col"))
     torch.testing.assert_close(im2col(params, obs), grouped, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(grouped, policy.reference(params, obs), rtol=1e-4, atol=1e-5)
+
+
+def test_flat_parameters_take_the_strides_of_slot_rows():
+    """Triton specialises a kernel on its stride arguments' divisibility, and the summation
+    order can follow: flat parameters (a row of D) and a batch of one (whose row stride torch
+    sets freely) must reach the kernels strided as the engine's slot rows, or a replay on a
+    GPU could differ from its episode in the last bits (seen on an H200, 2026-12-04)."""
+    policy, params, _ = net_and_data("small", 3)
+    rows = policy.slot_storage(3).layers
+    for batch in (params, params[1:2]):
+        for name, t in policy.slot_layers(batch).items():
+            assert t.stride() == rows[name][:len(batch)].stride(), name
 
 
 @pytest.mark.slow

@@ -28,9 +28,11 @@ def test_the_kernels_compile_for_hopper_as_the_engine_launches_them(tmp_path):
     # The decode rounds after the multiply and after the add, as the host decoders do.
     p = facts["perturb"]
     assert p["fma.rn.f32"] == 0 and p["mul.rn.f32"] > 0 and p["add.rn.f32"] > 0
-    # Dense layers stream their weights with 16-byte loads; convolutions pipeline theirs.
+    # Dense layers stream their weights with 16-byte loads; convolutions pipeline theirs
+    # into Hopper's tensor cores (wgmma), inputs split into TF32 parts (tf32x3).
     assert facts["gemv_aligned"]["ld.global.v4"] > 0
-    assert facts["gemm_im2col"]["cp.async"] > 0 and facts["gemm_im2col"]["fma.rn.f32"] > 0
+    conv = facts["gemm_im2col"]
+    assert conv["cp.async"] > 0 and conv["wgmma.mma_async"] > 0 and conv["cvt.rna.tf32"] > 0
 
 
 def test_the_compiler_refuses_to_run_under_the_interpreter():
