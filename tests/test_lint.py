@@ -76,3 +76,14 @@ def test_engine_and_policy_never_read_the_environment():
         for path in (ROOT / "neuroevo" / folder).glob("*.py"):
             text = path.read_text()
             assert "environ" not in text and "getenv" not in text, path
+
+
+def test_no_assert_hides_its_check_in_the_message():
+    """``assert a, msg and b`` never checks ``b``: a message that is a comparison or a boolean
+    expression is a check written in the wrong place."""
+    found = []
+    for path in sorted(ROOT.glob("tests/**/*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assert) and isinstance(node.msg, (ast.BoolOp, ast.Compare)):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []

@@ -37,7 +37,8 @@ def test_run_resume_with_another_config_is_refused(tmp_path, two):
     one_line_error(out, "seed: 0 -> 5")
     out = neuroevo("run", "ga", *CARTPOLE, "--generations", "3", "--run-dir", "r", "--resume",
                    cwd=tmp_path)  # the same run with a longer budget
-    assert out.returncode == 0, out.stderr and len(rows(tmp_path / "r")) == 3
+    assert out.returncode == 0, out.stderr
+    assert len(rows(tmp_path / "r")) == 3
 
 
 def test_elite_and_policy_are_refreshed_on_resume(tmp_path, two):
