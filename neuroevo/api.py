@@ -41,7 +41,8 @@ def train(cfg: Config | None = None, *, callbacks: Sequence[Callback] = (),
     try:
         generations(built.optimizer, built.evaluator, Budget.of(built.config),
                     history=result.history, tests=Tests.of(built.config),
-                    callbacks=[*callbacks, _Hooks(on_generation, on_episode)])
+                    callbacks=[*callbacks, _Hooks(on_generation, on_episode)],
+                    obs_norm=built.obs_norm)
     finally:
         built.evaluator.close()
     return result

@@ -28,10 +28,11 @@ from torch.func import functional_call
 
 from neuroevo.build import Built, build
 from neuroevo.config import Config, apply_sets, override, to_dict
-from neuroevo.engine.pipeline import EvalResult, Job, default_layout
+from neuroevo.engine.pipeline import default_layout
 from neuroevo.errors import ConfigError, UnknownName, check_range
+from neuroevo.evaluation import EpisodeBatch, Job
 from neuroevo.files import atomic_write
-from neuroevo.loop import Tests, evaluate_jobs, logging_jobs
+from neuroevo.loop import Tests, logging_jobs, merge_observations
 from neuroevo.policy.batched import SlotParams
 from neuroevo.policy.heads import to_actions
 
@@ -178,12 +179,13 @@ def _engine(built: Built, seconds: float) -> tuple[float, dict, float, float]:
     carried: list[Job] = []
     while sum(r.wall_time for _, r in parts) < seconds:
         pop = built.optimizer.ask()
-        results = evaluate_jobs(built.evaluator, [Job(pop), *carried])
+        results = built.evaluator.evaluate([Job(pop), *carried])
+        merge_observations(built.obs_norm, results[0])
         done = built.optimizer.tell(results[0].fitness)["generation_done"]
         carried = ([job for _, job in logging_jobs(built.optimizer, Tests(), 0, False)]
                    if done else [])
         parts += [(None, r) for r in results]
-    total = EvalResult.combine(parts)  # passes one after another
+    total = EpisodeBatch.combine(parts)  # passes one after another
     return total.frames / total.wall_time, total.timings, total.occupancy, total.wall_time
 
 

@@ -10,10 +10,11 @@ import torch
 import neuroevo
 from neuroevo.config import DEFAULT_GENERATIONS, Config, check, freeze, from_dict, thaw, to_dict
 from neuroevo.engine.parallel import default_workers, make_evaluator
-from neuroevo.engine.pipeline import Evaluator, default_layout, resolve_device
+from neuroevo.engine.pipeline import default_layout, resolve_device
 from neuroevo.envs.base import random_play
 from neuroevo.envs.spec import EnvSpec, env_spec
 from neuroevo.errors import CheckpointError, ConfigError, UnknownName
+from neuroevo.evaluation import Evaluator
 from neuroevo.kernels import from_environment
 from neuroevo.noise import NoiseTable, default_size
 from neuroevo.optim import OPTIMIZERS
@@ -28,7 +29,7 @@ from neuroevo.policy.vbn import REFERENCE_SIZE
 class Built:
     policy: BatchedPolicy
     optimizer: object
-    evaluator: Evaluator  # or a distributed evaluator with the same calls (neuroevo.dist)
+    evaluator: Evaluator  # local, several drivers, or Ray (neuroevo.dist)
     device: torch.device
     env: EnvSpec
     config: Config  # resolved and frozen: what config.yaml holds

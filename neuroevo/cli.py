@@ -89,7 +89,8 @@ def _train(built, run_dir, budget, totals, history, progress: bool) -> None:
                  Progress(sys.stdout, progress, budget, totals, history)]
     try:
         generations(built.optimizer, built.evaluator, budget, totals, history, callbacks,
-                    guard=_signals.protect, tests=Tests.of(built.config))
+                    guard=_signals.protect, tests=Tests.of(built.config),
+                    obs_norm=built.obs_norm)
     except KeyboardInterrupt:
         kept = (f"after generation {totals.generation - 1}" if run_dir.has_checkpoint()
                 else "(none yet)")

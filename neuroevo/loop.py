@@ -11,6 +11,26 @@ The papers' test score (Such et al. 2017; Salimans et al. 2017) is logging too: 
 ``test_episodes`` fresh episodes (seeds of their own, the env's own episode limit):
 ``test_frames`` are outside the budget and the optimizer is not told. Logging episodes run
 in the next generation's first pass (``generations``).
+
+One generation, hop by hop, for a reader who starts here:
+
+1. ``generations`` -> ``one_generation``: ``optimizer.ask()`` gives a ``Population``
+   (``optim/base.py``; compact genomes, ``genomes.py``) for the phase the optimizer is at.
+2. ``evaluator.evaluate([Job(pop), *carried])`` (the protocol: ``evaluation.py``): the local
+   engine (``engine/pipeline.py``: ``PipelinedEvaluator``; several drivers:
+   ``engine/parallel.py``; Ray: ``dist/ray_backend.py``) gives each free slot a member
+   (``_refill``: decode into slot storage, seeded reset), steps the envs (``envs/``) and runs
+   the batched forward pass (``policy/batched.py``, ``kernels/``) until every episode ended;
+   one ``EpisodeBatch`` per job.
+3. ``merge_observations``: a training phase's observation statistics into the normaliser.
+4. ``optimizer.tell(fitness)``: the update (``optim/``); its metrics go into the row
+   (``metrics.py`` names every key). Steps 1-4 repeat until the generation's phases are done
+   (Deep GA: training, then elite validation).
+5. The row gets frames, wall time and costs, and waits in ``Totals.pending`` for its logging
+   episodes (``logging_jobs``: ES's centre, a test phase), which step 2 of the next
+   generation carries; ``finish`` adds their keys.
+6. ``Callback``s: ``checkpoint.Checkpoints`` (``RunDir``: checkpoint, metrics.jsonl, CSV,
+   elite and policy files), ``report.Progress`` (the live line) and ``report.TensorBoard``.
 """
 
 from __future__ import annotations
@@ -21,7 +41,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from neuroevo.engine.pipeline import EvalResult, Job
+from neuroevo.engine.obsstats import merge as merge_obs_stats
+from neuroevo.errors import StateError
+from neuroevo.evaluation import EpisodeBatch, Evaluator, Job, OnEpisode
 from neuroevo.memory import release_free_memory
 from neuroevo.metrics import TOLD
 
@@ -85,7 +107,7 @@ def logging_jobs(optimizer, tests: Tests, generation: int, last: bool) -> list[t
     return jobs
 
 
-def logged(key: str, r: EvalResult) -> dict:
+def logged(key: str, r: EpisodeBatch) -> dict:
     """A logging job's row keys."""
     if key == "center":
         return {"center_score": float(np.mean(r.fitness)), "eval_frames": r.frames}
@@ -101,32 +123,35 @@ def finish(row: dict, logs: dict) -> dict:
     return out
 
 
-def evaluate_jobs(evaluator, jobs: list[Job], on_episode: Callable | None = None
-                  ) -> list[EvalResult]:
-    """``jobs`` in one pass where the evaluator can (``Evaluator.evaluate_jobs``). One that
-    cannot (Ray's) runs them one by one, the later jobs first: they are the logging episodes
-    of the state that telling the first job's fitness will change."""
-    if hasattr(evaluator, "evaluate_jobs"):
-        return evaluator.evaluate_jobs(jobs, on_episode)
-    rest = [evaluator.evaluate(j.pop, on_episode=on_episode, episode_cap=j.episode_cap)
-            for j in jobs[1:]]
-    first = evaluator.evaluate(jobs[0].pop, on_episode=on_episode,
-                               episode_cap=jobs[0].episode_cap)
-    return [first, *rest]
+def merge_observations(obs_norm, batch: EpisodeBatch) -> None:
+    """The one place observation statistics change the normaliser: a training phase's
+    sampled observations (``extras["obs_stats"]``), merged in member order after the phase.
+    Ray's driver logs the same increments as a ``Stats`` event, which its replicas apply
+    with the same merge."""
+    stats = batch.extras.get("obs_stats")
+    if not stats:
+        return
+    if obs_norm is None:
+        raise StateError("the evaluator reported observation statistics but the loop was "
+                         "given no normaliser to merge them into: pass the run's obs_norm")
+    merge_obs_stats(obs_norm, stats)
 
 
-def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | None = None,
-                   carried: Sequence[tuple[str, Job]] = ()) -> tuple[dict, dict]:
+def one_generation(optimizer, evaluator: Evaluator, totals: Totals,
+                   on_episode: OnEpisode | None = None, carried: Sequence[tuple[str, Job]] = (),
+                   obs_norm=None) -> tuple[dict, dict]:
     """Run every phase of the optimizer's current generation, the first in one pass with
     ``carried`` (``logging_jobs`` of the generation before, which fill slots the phase
-    leaves idle); update ``totals``. Returns this generation's row, still without its own
-    logging keys, and the carried jobs' keys for the row before."""
+    leaves idle); merge each phase's observation statistics into ``obs_norm``; update
+    ``totals``. Returns this generation's row, still without its own logging keys, and the
+    carried jobs' keys for the row before."""
     row: dict = {"generation": optimizer.state.generation}
     budgeted, every, logs, outside = [], [], {}, 0
     carried = list(carried)
     while True:
         pop = optimizer.ask()
-        results = evaluate_jobs(evaluator, [Job(pop), *(job for _, job in carried)], on_episode)
+        results = evaluator.evaluate([Job(pop), *(job for _, job in carried)], on_episode)
+        merge_observations(obs_norm, results[0])
         for (key, _), r in zip(carried, results[1:], strict=True):
             logs.update(logged(key, r))
         carried = []
@@ -146,7 +171,7 @@ def one_generation(optimizer, evaluator, totals: Totals, on_episode: Callable | 
                 row[key] = metrics[key]
         if metrics["generation_done"]:
             break
-    counted, passes = EvalResult.combine(budgeted), EvalResult.combine(every)
+    counted, passes = EpisodeBatch.combine(budgeted), EpisodeBatch.combine(every)
     totals.generation += 1
     totals.frames += counted.frames
     totals.episodes += sum(len(r.fitness) for _, r in budgeted)
@@ -183,10 +208,10 @@ class Callback:
         """The run ended, stopped or failed."""
 
 
-def generations(optimizer, evaluator, budget: Budget, totals: Totals | None = None,
+def generations(optimizer, evaluator: Evaluator, budget: Budget, totals: Totals | None = None,
                 history: list[dict] | None = None, callbacks: Sequence[Callback] = (),
-                guard: Callable = contextlib.nullcontext, tests: Tests = Tests()
-                ) -> list[dict]:
+                guard: Callable = contextlib.nullcontext, tests: Tests = Tests(),
+                obs_norm=None) -> list[dict]:
     """The one training driver (the CLI's ``run`` and ``resume`` and ``neuroevo.train``):
     one generation after another until ``budget`` is spent, each row appended to
     ``history`` (a resumed run passes its own) and handed to every callback in order.
@@ -197,7 +222,8 @@ def generations(optimizer, evaluator, budget: Budget, totals: Totals | None = No
     Their seeds are their own, so every row is what it would be with the phases one after
     another. Meanwhile the row waits in ``totals.pending`` (checkpoints keep it).
     ``guard()`` is entered around each generation's callbacks (the CLI defers stop signals
-    there, so the checkpoint and the files derived from it always agree). Callbacks are
+    there, so the checkpoint and the files derived from it always agree). ``obs_norm``: the
+    run's observation normaliser, if it has one (``merge_observations``). Callbacks are
     closed however the run ends. Returns ``history``."""
     totals = totals if totals is not None else Totals(generation=optimizer.state.generation)
     history = [] if history is None else history
@@ -224,7 +250,8 @@ def generations(optimizer, evaluator, budget: Budget, totals: Totals | None = No
     try:
         carried = waiting()
         while not budget.spent(totals):
-            row, logs = one_generation(optimizer, evaluator, totals, on_episode, carried)
+            row, logs = one_generation(optimizer, evaluator, totals, on_episode, carried,
+                                       obs_norm)
             finished = [] if totals.pending is None else [finish(totals.pending, logs)]
             totals.pending = row
             carried = waiting()
@@ -233,7 +260,7 @@ def generations(optimizer, evaluator, budget: Budget, totals: Totals | None = No
                 totals.pending = None
             boundary(finished)
         if totals.pending is not None:  # the last generation's logging episodes, alone
-            results = (evaluate_jobs(evaluator, [job for _, job in carried], on_episode)
+            results = (evaluator.evaluate([job for _, job in carried], on_episode)
                        if carried else [])
             row = totals.pending
             for (key, _), r in zip(carried, results, strict=True):

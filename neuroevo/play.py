@@ -18,6 +18,7 @@ from neuroevo.build import build
 from neuroevo.checkpoint import RunDir
 from neuroevo.engine.slots import episode_seed
 from neuroevo.errors import CheckpointError, ConfigError
+from neuroevo.evaluation import evaluate_one
 from neuroevo.genomes import Population
 from neuroevo.policy.heads import to_actions
 from neuroevo.video import check_path, write
@@ -80,12 +81,12 @@ def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str =
     try:
         pop = Population([None] * episodes, PLAY_GENERATION, "validate",
                          lambda device: _Fixed(params.to(device)))
-        scores = built.evaluator.evaluate(pop, episode_cap=cap).fitness
+        scores = evaluate_one(built.evaluator, pop, episode_cap=cap).fitness
     finally:
         built.evaluator.close()
     recorded = None
     if video is not None:
-        seed = episode_seed(built.evaluator.seed, PLAY_GENERATION, "validate", 0)
+        seed = episode_seed(built.config.seed, PLAY_GENERATION, "validate", 0)
         recorded = record(built, params, seed, video, cap)
     return scores, recorded
 

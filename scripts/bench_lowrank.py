@@ -142,7 +142,8 @@ def main(argv=None) -> int:
                 frames = wall = 0.0
                 for _ in range(args.generations):
                     start = time.perf_counter()
-                    row, _ = one_generation(built.optimizer, built.evaluator, Totals())
+                    row, _ = one_generation(built.optimizer, built.evaluator, Totals(),
+                                            obs_norm=built.obs_norm)
                     frames += row["generation_frames"]
                     wall += time.perf_counter() - start
                 best[key] = max(best.get(key, 0.0), frames / wall)

@@ -80,6 +80,8 @@ def neuroevo_run(task: str, population: int, generations: int, sets=(), env=None
 import json, sys, time
 from neuroevo.build import build
 from neuroevo.config import Config, apply_sets
+from neuroevo.evaluation import evaluate_one
+from neuroevo.loop import merge_observations
 task, population, generations = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 cfg = Config()
 apply_sets(cfg, ["algo.name=es", f"env.id={task}", f"algo.population={population}",
@@ -88,7 +90,8 @@ apply_sets(cfg, ["algo.name=es", f"env.id={task}", f"algo.population={population
 built = build(cfg)
 
 def generation():
-    r = built.evaluator.evaluate(built.optimizer.ask())
+    r = evaluate_one(built.evaluator, built.optimizer.ask())
+    merge_observations(built.obs_norm, r)
     built.optimizer.tell(r.fitness)
     return r
 

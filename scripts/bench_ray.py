@@ -19,6 +19,7 @@ import platform
 
 from neuroevo.build import build, ray_evaluator
 from neuroevo.config import Config, override
+from neuroevo.evaluation import evaluate_one
 from neuroevo.files import atomic_write
 
 
@@ -44,7 +45,7 @@ def main() -> None:
     comm = 0
     for _ in range(args.rounds):
         pop, pop2 = local.optimizer.ask(), remote.optimizer.ask()
-        a, b = local.evaluator.evaluate(pop), ray_ev.evaluate(pop2)
+        a, b = evaluate_one(local.evaluator, pop), evaluate_one(ray_ev, pop2)
         assert (a.fitness == b.fitness).all(), "the backends disagree"
         best["local"] = max(best["local"], a.frames / a.wall_time)
         best["ray"] = max(best["ray"], b.frames / b.wall_time)

@@ -44,7 +44,7 @@ def measure(built, seconds: float) -> float:
     frames, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         totals = Totals()
-        one_generation(built.optimizer, built.evaluator, totals)
+        one_generation(built.optimizer, built.evaluator, totals, obs_norm=built.obs_norm)
         frames += totals.frames
     return frames / (time.perf_counter() - start)
 
@@ -74,7 +74,8 @@ def main() -> None:
         apply_sets(cfg, [*CASES[name], "engine.device=cpu", "engine.workers=1",
                          "algo.validation_episodes=0"])
         built = build(cfg)
-        one_generation(built.optimizer, built.evaluator, Totals())  # warm-up
+        one_generation(built.optimizer, built.evaluator, Totals(),  # warm-up
+                       obs_norm=built.obs_norm)
         best: dict = {}
         for _ in range(args.rounds):
             for load in ("quiet", "busy"):

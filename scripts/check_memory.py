@@ -40,7 +40,8 @@ def main() -> None:
     for key, value in settings:
         override(cfg, key, value)
     built = build(cfg)
-    rows = list(generations(built.optimizer, built.evaluator, Budget(args.generations)))
+    rows = list(generations(built.optimizer, built.evaluator, Budget(args.generations),
+                            obs_norm=built.obs_norm))
     built.evaluator.close()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
     table = built.optimizer.noise.size * 4

@@ -30,6 +30,7 @@ from neuroevo.build import build
 from neuroevo.config import Config
 from neuroevo.engine.slots import episode_seed
 from neuroevo.envs.atari import fire_action
+from neuroevo.evaluation import evaluate_one
 from neuroevo.files import atomic_write
 from neuroevo.policy.heads import to_actions
 
@@ -54,7 +55,7 @@ def members(game: str, fire: bool, count: int, cap: int, seed: int) -> list[dict
     built = build(cfg)
     pop = built.optimizer.ask()  # the quick defaults' generation 0
     try:
-        result = built.evaluator.evaluate(pop)
+        result = evaluate_one(built.evaluator, pop)
     finally:
         built.evaluator.close()
     out = [{"steps": int(n), "score": float(r)}

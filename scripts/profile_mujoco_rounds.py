@@ -23,6 +23,8 @@ import numpy as np
 from neuroevo.build import build
 from neuroevo.config import Config, apply_sets
 from neuroevo.envs.mujoco import MujocoSims
+from neuroevo.evaluation import evaluate_one
+from neuroevo.loop import merge_observations
 
 BINS = ((1, 1), (2, 3), (4, 7), (8, 15), (16, 31), (32, 64))
 
@@ -66,7 +68,8 @@ def profile(env: str, threads: int, generations: int, timer: RoundTimer) -> dict
     built = build(cfg)
     try:
         def generation() -> int:
-            r = built.evaluator.evaluate(built.optimizer.ask())
+            r = evaluate_one(built.evaluator, built.optimizer.ask())
+            merge_observations(built.obs_norm, r)
             built.optimizer.tell(r.fitness)
             return r.frames
 

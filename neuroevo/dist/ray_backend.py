@@ -24,7 +24,6 @@ number of actors.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import os
 import pickle
 import time
@@ -35,9 +34,8 @@ import torch
 
 from neuroevo.dist.replica import Log, Replica, Stats, Tell, Update, fingerprint
 from neuroevo.dist.session import init, ray_module, shutdown
-from neuroevo.engine.obsstats import merge as merge_obs_stats
-from neuroevo.engine.pipeline import EvalResult
 from neuroevo.errors import ConfigError, WorkerError
+from neuroevo.evaluation import EpisodeBatch, Job, OnEpisode, evaluate_one
 from neuroevo.memory import release_free_memory
 
 
@@ -70,8 +68,7 @@ class Worker:
             pop, cap = optimizer.test_population(logging[1]), logging[2]
         else:
             pop, cap = optimizer.center_population(), logging[2]
-        r = self.built.evaluator.evaluate(pop, indices=indices, merge_stats=False,
-                                          episode_cap=cap)
+        r = evaluate_one(self.built.evaluator, pop, indices, cap)
         release_free_memory()  # an actor's heap fragments as the driver's does
         return indices, r
 
@@ -80,7 +77,8 @@ class Worker:
 
 
 class RayEvaluator:
-    """An ``Evaluator`` look-alike whose episodes run in Ray actors.
+    """A ``neuroevo.evaluation.Evaluator`` whose episodes run in Ray actors, each of which
+    wraps the local evaluator of a replica of the run.
 
     Args:
         replicas: the replica factory, ``replicas(cpus, members) -> Built``: picklable; it
@@ -89,7 +87,9 @@ class RayEvaluator:
         optimizer: the driver's optimizer (its state boots new actors). The loop must tell
             it the fitness ``evaluate`` returned, as ``neuroevo.loop`` does: the next
             ``evaluate`` of another phase logs that as the ``Tell`` the replicas apply.
-        obs_norm: the driver's observation normaliser, or None.
+        obs_norm: the driver's observation normaliser, or None. The loop merges a training
+            phase's observation statistics into it (``neuroevo.loop.merge_observations``);
+            ``evaluate`` logs them as the ``Stats`` event the replicas apply.
         population: members per generation (sizes the chunks).
         use_gpu: give each actor an equal share of the cluster's GPUs.
         actors: number of actors (0: one per Ray node).
@@ -169,10 +169,19 @@ class RayEvaluator:
         self._start()
         return ray_module().get([a.pid.remote() for a in self.actors])
 
-    def evaluate(self, pop, on_episode=None, episode_cap: int | None = None) -> EvalResult:
-        """As ``Evaluator.evaluate``. Logging episodes (a population outside the budget: the
-        test phase, ES's centre) are rebuilt by each replica from its own state, and are no
-        event of the protocol: they change no state."""
+    def evaluate(self, jobs: list[Job], on_episode: OnEpisode | None = None
+                 ) -> list[EpisodeBatch]:
+        """One population at a time, the later jobs first: they are the logging episodes
+        (a population outside the budget: the test phase, ES's centre) of the state that
+        telling the first job's fitness will change, and each replica rebuilds them from
+        its own state; they are no event of the protocol. A job's ``indices`` are not
+        supported (the loop gives none)."""
+        if any(job.indices is not None for job in jobs):
+            raise ValueError("RayEvaluator evaluates whole populations; Job.indices is None")
+        rest = [self._population(job.pop, on_episode, job.episode_cap) for job in jobs[1:]]
+        return [self._population(jobs[0].pop, on_episode, jobs[0].episode_cap), *rest]
+
+    def _population(self, pop, on_episode, episode_cap: int | None) -> EpisodeBatch:
         if self._last is not None and (self._last.generation, self._last.phase) != (
                 pop.generation, pop.phase):
             self.log.append(self._last)  # told by now: actors started below already have it
@@ -185,11 +194,10 @@ class RayEvaluator:
                          on_episode, logging)
         chunks.run()
         self.counts = chunks.counts
-        result = EvalResult.combine(chunks.parts, len(pop), time.perf_counter() - start)
+        result = EpisodeBatch.combine(chunks.parts, len(pop), time.perf_counter() - start)
         result.comm_bytes = chunks.comm
-        if result.obs_stats and self.obs_norm is not None:
-            merge_obs_stats(self.obs_norm, result.obs_stats)
-            self.log.append(Stats(result.obs_stats))
+        if result.extras.get("obs_stats") and self.obs_norm is not None:
+            self.log.append(Stats(result.extras["obs_stats"]))  # the loop merges them
         if logging is None:
             self._last = Tell(pop.generation, pop.phase, result.fitness)
         return result
@@ -286,8 +294,7 @@ class _Chunks:
         indices, r = reply
         fresh = self.counts[indices] == 0  # a member's first result is the one kept
         self.counts[indices] += fresh
-        kept = dataclasses.replace(r, fitness=r.fitness[fresh], steps=r.steps[fresh])
-        self.parts.append((indices[fresh], kept))  # a rerun's frames were spent: they count
+        self.parts.append((indices[fresh], r.select(fresh)))  # a rerun's frames count: spent
         skip = r.frames // max(1, int(r.steps.sum()))  # frames per agent step
         for i in np.flatnonzero(fresh):
             self.finished += 1

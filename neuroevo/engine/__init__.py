@@ -1,5 +1,5 @@
 """The pipelined population evaluator (imports policies and env pools, never optimizers)."""
 
-from neuroevo.engine.pipeline import EvalResult, Evaluator
+from neuroevo.engine.pipeline import PipelinedEvaluator
 
-__all__ = ["EvalResult", "Evaluator"]
+__all__ = ["PipelinedEvaluator"]

@@ -6,12 +6,11 @@ evaluator whose forward passes use K threads: each thread streams its own networ
 with no fork/join per layer, and the emulators of one evaluator step while the others
 compute (torch and the simulators release the GIL). Measured with ``neuroevo bench`` (see
 experiments/bench). Fitness is the same as with one evaluator: episodes are seeded by
-member index, and observation statistics are merged in member order.
+member index, and observation statistics are kept per member (merged in member order).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
@@ -20,15 +19,16 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-from neuroevo.engine.obsstats import merge as merge_obs_stats
-from neuroevo.engine.pipeline import EvalResult, Evaluator, Job, default_layout, pass_results
+from neuroevo.engine.pipeline import PipelinedEvaluator, default_layout
 from neuroevo.errors import ConfigError
+from neuroevo.evaluation import EpisodeBatch, Job, OnEpisode
 
 
 class ParallelEvaluator:
-    """``evaluate(pop)`` over ``parts`` (evaluators sharing one ``obs_norm``) in threads."""
+    """A ``neuroevo.evaluation.Evaluator`` over ``parts`` (pipelined evaluators sharing one
+    ``obs_norm``), one driver thread each."""
 
-    def __init__(self, parts: list[Evaluator]):
+    def __init__(self, parts: list[PipelinedEvaluator]):
         self.parts = parts
         self._threads = ThreadPoolExecutor(len(parts), thread_name_prefix="neuroevo-driver")
 
@@ -36,25 +36,13 @@ class ParallelEvaluator:
         return {**self.parts[0].layout(), "workers": len(self.parts)}
 
     @property
-    def seed(self) -> int:
-        return self.parts[0].seed  # the parts share the run's seed, env and normaliser
-
-    @property
     def env(self):
         return self.parts[0].env
 
-    @property
-    def obs_norm(self):
-        return self.parts[0].obs_norm
-
-    def evaluate(self, pop, on_episode=None, indices=None, merge_stats: bool = True,
-                 episode_cap: int | None = None) -> EvalResult:
-        return self.evaluate_jobs([Job(pop, indices, episode_cap)], on_episode, merge_stats)[0]
-
-    def evaluate_jobs(self, jobs: list[Job], on_episode=None, merge_stats: bool = True
-                      ) -> list[EvalResult]:
-        """``Evaluator.evaluate_jobs`` over the parts: episode ``n`` of the pass (the jobs'
-        members in order) goes to part ``n % K``."""
+    def evaluate(self, jobs: list[Job], on_episode: OnEpisode | None = None
+                 ) -> list[EpisodeBatch]:
+        """``PipelinedEvaluator.evaluate`` over the parts: episode ``n`` of the pass (the
+        jobs' members in order) goes to part ``n % K``."""
         job_of = np.concatenate([np.full(len(job.members()), j) for j, job in enumerate(jobs)])
         member_of = np.concatenate([job.members() for job in jobs])
         k = len(self.parts)
@@ -73,21 +61,13 @@ class ParallelEvaluator:
                 on_episode(done[0], len(job_of), score, frames)
 
         start = time.perf_counter()
-        futures = [self._threads.submit(part.evaluate_jobs, mine,
-                                        report if on_episode else None, False)
+        futures = [self._threads.submit(part.evaluate, mine, report if on_episode else None)
                    for part, _, mine in shares]
-        results = [f.result() for f in futures]
-        parts = []  # each part's result over its positions in the pass
-        for (_, pos, _), rs in zip(shares, results, strict=True):
-            # the part's results come job by job, which is the order of its positions too
-            parts.append((pos, dataclasses.replace(
-                EvalResult.combine([(None, r) for r in rs]),
-                fitness=np.concatenate([r.fitness for r in rs]),
-                steps=np.concatenate([r.steps for r in rs]))))
-        whole = EvalResult.combine(parts, len(job_of), time.perf_counter() - start)
-        if whole.obs_stats and merge_stats:
-            merge_obs_stats(self.parts[0].obs_norm, whole.obs_stats)
-        return pass_results(jobs, whole.fitness, whole.steps, self.parts[0].frameskip, whole)
+        # each part's batches come job by job, which is the order of its positions too
+        parts = [(pos, EpisodeBatch.concat(f.result()))
+                 for (_, pos, _), f in zip(shares, futures, strict=True)]
+        whole = EpisodeBatch.combine(parts, len(job_of), time.perf_counter() - start)
+        return whole.split(jobs, self.parts[0].frameskip)
 
     def close(self) -> None:
         for part in self.parts:  # running evaluations end at their next step (Ctrl-C)
@@ -144,7 +124,7 @@ def check_fits(num_params: int, workers: int, subsets: int, slots: int,
 
 def make_evaluator(policy, env, population: int, device: torch.device, *,
                    workers: int = 0, subsets: int = 0, slots: int = 0, env_threads: int = 0,
-                   carried: int = 0, **options) -> Evaluator | ParallelEvaluator:
+                   carried: int = 0, **options) -> PipelinedEvaluator | ParallelEvaluator:
     """The engine as ``neuroevo run`` builds it: ``workers`` driver threads (0:
     ``default_workers``), each with the automatic layout for its share of a pass unless
     ``subsets``/``slots`` say otherwise, over pools of ``env`` (an ``EnvSpec``).
@@ -158,7 +138,7 @@ def make_evaluator(policy, env, population: int, device: torch.device, *,
     freed slots take them, and more slots only cost (Hopper-v5: 7.6-7.8k against 8.1-8.3k;
     experiments/bench/README.md). With several workers each pool gets one simulator thread
     unless ``env_threads`` says otherwise (the cores are shared). ``options`` go to every
-    ``Evaluator``."""
+    ``PipelinedEvaluator``."""
     workers = workers or default_workers(population, device, env.kind, policy.spec.num_params)
     auto_subsets, auto_slots = default_layout(-(-population // workers), device, env.kind)
     if not env.terminates:
@@ -172,7 +152,8 @@ def make_evaluator(policy, env, population: int, device: torch.device, *,
     # experiments/bench/README.md, scripts/bench_torch_threads.py). Several drivers on a GPU
     # keep one each too, as they had; a lone GPU driver keeps the caller's.
     one = 1 if device.type == "cpu" or workers > 1 else 0
-    parts = [Evaluator(policy, env, subsets=subsets or auto_subsets, slots=slots or auto_slots,
-                       threads=threads, device=device, torch_threads=one, **options)
+    parts = [PipelinedEvaluator(policy, env, subsets=subsets or auto_subsets,
+                                slots=slots or auto_slots, threads=threads, device=device,
+                                torch_threads=one, **options)
              for _ in range(workers)]
     return parts[0] if workers == 1 else ParallelEvaluator(parts)

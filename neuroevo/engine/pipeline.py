@@ -13,20 +13,18 @@ generation ends when its last episode ends. Env seeds come from (run seed, gener
 phase, member index), so fitness does not depend on the slot, subset or thread layout.
 
 For continuous control (OpenAI-ES on MuJoCo) the evaluator also normalises observations
-with a shared ``ObsNorm``, frozen during a generation and updated after it from the
-training episodes of a sample chosen by seed, and adds Gaussian action noise to training
+with a shared ``ObsNorm``, frozen during a generation, and reports the observation statistics
+of a sample of training episodes chosen by seed (the loop merges them after the generation),
+and adds Gaussian action noise to training
 episodes, drawn from (episode seed, step): both are layout-independent too.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -37,6 +35,7 @@ from neuroevo.engine.slots import IDLE, Slots, episode_seed, step_normals
 from neuroevo.engine.timing import StageClock
 from neuroevo.envs.spec import EnvSpec
 from neuroevo.errors import ConfigError, StateError, WorkerError, check_range
+from neuroevo.evaluation import EpisodeBatch, Job, OnEpisode
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
 from neuroevo.policy.heads import to_actions
 from neuroevo.policy.lowrank import LowRankSlots
@@ -67,80 +66,6 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return dev
 
 
-@dataclass
-class EvalResult:
-    fitness: np.ndarray  # [P] episode returns (the game score for Atari)
-    steps: np.ndarray  # [P] agent steps per episode
-    frames: int  # emulator frames (steps x frameskip)
-    wall_time: float
-    timings: dict = field(default_factory=dict)  # seconds per pipeline stage
-    computed: int = 0  # network rows computed, summed over forward passes
-    offered: int = 0  # slots of every subset, summed over the driver's rounds
-    obs_stats: dict = field(default_factory=dict)  # member -> [sum, sumsq, count] (sampled)
-    comm_bytes: int = 0  # bytes of messages between driver and workers (distributed only)
-
-    @property
-    def occupancy(self) -> float:
-        """Slot-steps computed over slot-steps offered: every subset's slots at every round
-        of the driver, those idle or resetting included."""
-        return self.computed / self.offered if self.offered else 0.0
-
-    @classmethod
-    def combine(cls, parts: list[tuple[np.ndarray | None, EvalResult]], size: int = 0,
-                wall_time: float | None = None) -> EvalResult:
-        """One result from ``(positions, part)`` pairs: each part's fitness and steps go to
-        its ``positions`` of a result of ``size`` members (None: counted, not placed);
-        frames, slot rows, stage timings and message bytes add up; observation statistics
-        (keyed by member) are united. ``wall_time``: the parts ran at once for that long;
-        None: one after another (their wall times add up). The one merge of the engine's
-        workers, the distributed driver, a generation's phases and the bench."""
-        fitness, steps = np.zeros(size), np.zeros(size, dtype=np.int64)
-        timings: dict[str, float] = {}
-        stats: dict = {}
-        for pos, r in parts:
-            if pos is not None:
-                fitness[pos], steps[pos] = r.fitness, r.steps
-            for name, seconds in r.timings.items():
-                timings[name] = timings.get(name, 0.0) + seconds
-            stats.update(r.obs_stats)
-        wall = sum(r.wall_time for _, r in parts) if wall_time is None else wall_time
-        return cls(fitness, steps, sum(r.frames for _, r in parts), wall, timings,
-                   sum(r.computed for _, r in parts), sum(r.offered for _, r in parts), stats,
-                   sum(r.comm_bytes for _, r in parts))
-
-
-@dataclass(frozen=True)
-class Job:
-    """One population's episodes in a shared evaluation (``Evaluator.evaluate_jobs``): the
-    members at ``indices`` (all: None), cut at ``episode_cap`` agent steps (None: the env
-    spec's training cap)."""
-
-    pop: object  # a ``neuroevo.genomes.Population``
-    indices: np.ndarray | None = None
-    episode_cap: int | None = None
-
-    def members(self) -> np.ndarray:
-        return (np.arange(len(self.pop)) if self.indices is None
-                else np.asarray(self.indices, dtype=np.int64))
-
-
-def pass_results(jobs: list[Job], fitness: np.ndarray, steps: np.ndarray, frameskip: int,
-                 costs: EvalResult) -> list[EvalResult]:
-    """One result per job from a pass over their concatenated members: each job's fitness,
-    steps and frames; the pass's costs (wall time, stage timings, slot rows, observation
-    statistics, message bytes) all on the first job's, so that adding the results up counts
-    them once."""
-    out, start = [], 0
-    for k, job in enumerate(jobs):
-        n = len(job.members())
-        f, s = fitness[start:start + n], steps[start:start + n]
-        start += n
-        frames = int(s.sum()) * frameskip
-        out.append(dataclasses.replace(costs, fitness=f, steps=s, frames=frames) if k == 0
-                   else EvalResult(f, s, frames, 0.0))
-    return out
-
-
 class _Subset:
     def __init__(self, pool, slots: SlotParams):
         self.pool, self.params, self.slots = pool, slots, Slots(slots.num_rows)
@@ -153,8 +78,9 @@ class _Subset:
         self.cap = np.zeros(slots.num_rows, dtype=np.int64)  # [slots] its episode's step cap
 
 
-class Evaluator:
-    """Evaluates populations: one episode per member, fitness = episode return.
+class PipelinedEvaluator:
+    """The local engine, a ``neuroevo.evaluation.Evaluator``: one episode per member,
+    fitness = episode return.
 
     Args:
         policy: the population forward pass (template + spec).
@@ -167,8 +93,9 @@ class Evaluator:
         seed: the run seed that episode seeds derive from.
         async_resets: reset envs in helper threads (default: on unless the device is the CPU,
             where they compete with the forward pass for the same cores).
-        obs_norm: normalise observations with it, and update it after each training phase
-            from the episodes that ``obs_stats_fraction`` of them samples (paper: 0.01).
+        obs_norm: normalise observations with it (frozen during an evaluation), and report
+            the observation statistics of the training episodes that ``obs_stats_fraction``
+            of them samples (paper: 0.01) in ``extras["obs_stats"]``; the loop merges them.
         action_noise: std of Gaussian noise added to continuous actions in training
             episodes (paper, MuJoCo: 0.01); never in validation or play.
         torch_threads: torch threads for the forward passes while an evaluation runs (0: the
@@ -217,31 +144,21 @@ class Evaluator:
         for sub in self.subsets:
             sub.pool.close()
 
-    def evaluate(self, pop, on_episode: Callable | None = None, indices=None,
-                 merge_stats: bool = True, episode_cap: int | None = None) -> EvalResult:
-        """Run one episode of every member of ``pop`` (or of ``indices``, in that order);
-        returns fitness in that order. Episodes are cut at ``episode_cap`` agent steps
-        (default: the env spec's training cap; test episodes run to the env's own limit).
-
-        ``on_episode(done, total, score, frames)`` is called as each episode ends (for
-        progress displays; ``frames`` are that episode's). ``merge_stats=False`` leaves the
-        observation statistics in ``EvalResult.obs_stats`` for the caller to merge (a
-        distributed driver merges every worker's in member order).
-        """
-        return self.evaluate_jobs([Job(pop, indices, episode_cap)], on_episode, merge_stats)[0]
-
-    def evaluate_jobs(self, jobs: list[Job], on_episode: Callable | None = None,
-                      merge_stats: bool = True) -> list[EvalResult]:
-        """``evaluate`` for several populations in one pass: their episodes share the slots,
-        so a small job (an ES centre's episodes, a test phase) fills slots that a lone
-        pass would leave idle. Each episode is what it would be alone (seeded by its own
-        population's generation, phase and member; its own cap; action noise and
+    def evaluate(self, jobs: list[Job], on_episode: OnEpisode | None = None
+                 ) -> list[EpisodeBatch]:
+        """One episode of every member of each job, in one pass: their episodes share the
+        slots, so a small job (an ES centre's episodes, a test phase) fills slots that a
+        lone pass would leave idle. Each episode is what it would be alone (seeded by its
+        own population's generation, phase and member; its own cap; action noise and
         observation statistics only in training jobs, of which there is at most one).
-        Returns one result per job (``pass_results``: the pass's costs on the first)."""
+        Episodes are cut at their job's ``episode_cap`` (default: the env spec's training
+        cap; test episodes run to the env's own limit). ``on_episode(done, total, score,
+        frames)`` is called as each episode ends. One batch per job (``EpisodeBatch.split``:
+        the pass's costs on the first)."""
         with torch_threads(self.torch_threads):
-            return self._evaluate_jobs(jobs, on_episode, merge_stats)
+            return self._evaluate(jobs, on_episode)
 
-    def _evaluate_jobs(self, jobs: list[Job], on_episode, merge_stats: bool) -> list[EvalResult]:
+    def _evaluate(self, jobs: list[Job], on_episode) -> list[EpisodeBatch]:
         run = _Run(self, jobs, on_episode)
         for sub in self.subsets:
             sub.slots = Slots(sub.params.num_rows)
@@ -262,11 +179,10 @@ class Evaluator:
                     continue
                 if sub.resetting is None and sub.slots.count:
                     self._act(run, sub)
-        if run.stats and merge_stats:
-            obsstats.merge(self.obs_norm, run.stats)
-        costs = EvalResult(run.fitness, run.steps, 0, time.perf_counter() - run.start,
-                           run.clock.totals(), run.computed, run.offered, run.stats)
-        return pass_results(jobs, run.fitness, run.steps, self.frameskip, costs)
+        batch = EpisodeBatch(run.fitness, run.steps, 0, time.perf_counter() - run.start,
+                             run.clock.totals(), run.computed, run.offered,
+                             extras={"obs_stats": run.stats} if run.stats else {})
+        return batch.split(jobs, self.frameskip)
 
     def _refill(self, run: _Run, sub: _Subset, free: np.ndarray) -> None:
         """Give free envs the next members and restart them from their seeds."""
@@ -382,10 +298,10 @@ class Evaluator:
 
 
 class _Run:
-    """The state of one ``Evaluator.evaluate_jobs`` call: its members, results and counters.
+    """The state of one ``PipelinedEvaluator.evaluate`` call: its members, results, counters.
     Episode ``n`` of the pass is member ``member_of[n]`` of job ``job_of[n]``."""
 
-    def __init__(self, ev: Evaluator, jobs: list[Job], on_episode):
+    def __init__(self, ev: PipelinedEvaluator, jobs: list[Job], on_episode):
         self.jobs, self.on_episode = jobs, on_episode
         members = [job.members() for job in jobs]
         self.member_of = np.concatenate(members) if members else np.zeros(0, np.int64)
@@ -395,7 +311,7 @@ class _Run:
         self.training = [job.pop.phase == "train" and getattr(job.pop, "budgeted", True)
                          for job in jobs]
         if sum(self.training) > 1:
-            raise StateError("evaluate_jobs got more than one training population; their "
+            raise StateError("evaluate got more than one training population; their "
                              "observation statistics would mix: evaluate them one by one")
         self.normalize = ev.obs_norm.frozen(ev.device) if ev.obs_norm is not None else None
         self.stats: dict[int, list] = {}  # member -> [sum, sumsq, count] of its observations

@@ -54,7 +54,7 @@ class Trial:
             report = Report(tune, run_dir, budget, self.checkpoint_every)
             generations(built.optimizer, built.evaluator, budget, totals,
                         history, [Checkpoints(run_dir, built), report],
-                        tests=Tests.of(built.config))
+                        tests=Tests.of(built.config), obs_norm=built.obs_norm)
             if not report.reported and history:  # restored after its last row: say it again
                 report.generation(history[-1], totals, history)
         finally:

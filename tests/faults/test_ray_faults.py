@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from faultkit import CARTPOLE, neuroevo, one_line_error, start, terminate, wait_for_rows
 
+from neuroevo.evaluation import evaluate_one
+
 pytestmark = [pytest.mark.slow, pytest.mark.ray]  # starts local Ray clusters
 
 ray = pytest.importorskip("ray")
@@ -98,7 +100,7 @@ def test_a_hung_actor_is_declared_dead_replaced_and_its_members_rerun(cluster):
                        "engine.device": "cpu", "seed": 3}.items():
         override(cfg, key, value)
     local = build(cfg)
-    expected = local.evaluator.evaluate(local.optimizer.ask()).fitness
+    expected = evaluate_one(local.evaluator, local.optimizer.ask()).fitness
     local.evaluator.close()
 
     stopped = []
@@ -113,7 +115,7 @@ def test_a_hung_actor_is_declared_dead_replaced_and_its_members_rerun(cluster):
     ev = ray_evaluator(built, actors=2, chunks_per_actor=6, timeout=3.0,
                       on_chunk=stop_once)
     try:
-        result = ev.evaluate(built.optimizer.ask())
+        result = evaluate_one(ev, built.optimizer.ask())
         assert stopped and ev.replaced >= 1
         assert np.array_equal(ev.counts, np.ones(24))
         assert np.array_equal(result.fitness, expected)

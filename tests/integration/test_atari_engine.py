@@ -7,12 +7,13 @@ from torch.func import functional_call
 
 from neuroevo import GA, NoiseTable, OpenAIES
 from neuroevo.config import EnvConfig
-from neuroevo.engine import Evaluator
+from neuroevo.engine import PipelinedEvaluator
 from neuroevo.engine.slots import episode_seed
 from neuroevo.envs.atari import AtariConfig, AtariPool
 from neuroevo.envs.base import random_play
 from neuroevo.envs.spec import env_spec
 from neuroevo.errors import StateError, UnknownName
+from neuroevo.evaluation import evaluate_one
 from neuroevo.policy.batched import BatchedPolicy
 from neuroevo.policy.nets import build_template
 
@@ -56,9 +57,10 @@ def evaluate(setup, subsets, slots, threads, async_resets=False):
     config, template, spec, pop = setup
     torch.set_num_threads(threads)
     try:
-        ev = Evaluator(BatchedPolicy(template, spec), config, subsets=subsets, slots=slots,
-                       threads=threads, device="cpu", seed=5, async_resets=async_resets)
-        result = ev.evaluate(pop)
+        ev = PipelinedEvaluator(BatchedPolicy(template, spec), config, subsets=subsets,
+                                slots=slots, threads=threads, device="cpu", seed=5,
+                                async_resets=async_resets)
+        result = evaluate_one(ev, pop)
         ev.close()
         return result
     finally:
@@ -143,9 +145,9 @@ def test_vbn_engine_equals_a_naive_loop_in_any_layout():
     for subsets, slots, threads in ((1, 6, 1), (2, 2, 2)):
         torch.set_num_threads(threads)
         try:
-            ev = Evaluator(policy, env, subsets=subsets, slots=slots, threads=threads,
-                           device="cpu", seed=5)
-            results.append(ev.evaluate(pop))
+            ev = PipelinedEvaluator(policy, env, subsets=subsets, slots=slots,
+                                    threads=threads, device="cpu", seed=5)
+            results.append(evaluate_one(ev, pop))
             ev.close()
         finally:
             torch.set_num_threads(2)

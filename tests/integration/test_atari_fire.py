@@ -11,10 +11,11 @@ from ale_py.vector_env import AtariVectorEnv
 from neuroevo import GA, NoiseTable
 from neuroevo.checkpoint import RunDir
 from neuroevo.config import Config, EnvConfig, identity
-from neuroevo.engine import Evaluator
+from neuroevo.engine import PipelinedEvaluator
 from neuroevo.envs.atari import AtariConfig, AtariPool, fire_action
 from neuroevo.envs.spec import env_spec
 from neuroevo.errors import CheckpointError
+from neuroevo.evaluation import evaluate_one
 from neuroevo.policy.batched import BatchedPolicy
 from neuroevo.policy.nets import build_template
 
@@ -118,9 +119,9 @@ def test_frames_count_every_step_fire_included(fire):
     template, spec = build_template("small", env.obs_shape, env.action.outputs)
     pop = GA(spec.num_params, init_std=spec.init_std(), population_size=4, truncation=2,
              elite_candidates=0, seed=3, noise=NoiseTable.shared(size=1 << 25)).ask()
-    ev = Evaluator(BatchedPolicy(template, spec), env, subsets=2, slots=1, threads=1,
-                   device="cpu", seed=7)
-    result = ev.evaluate(pop)
+    ev = PipelinedEvaluator(BatchedPolicy(template, spec), env, subsets=2, slots=1,
+                            threads=1, device="cpu", seed=7)
+    result = evaluate_one(ev, pop)
     ev.close()
     assert result.frames == 4 * int(result.steps.sum())
     # random members that never press FIRE idle to the cap without the setting

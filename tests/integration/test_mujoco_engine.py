@@ -10,6 +10,8 @@ from torch.func import functional_call
 from neuroevo.build import build
 from neuroevo.config import Config, override
 from neuroevo.engine.slots import episode_seed, step_normals
+from neuroevo.evaluation import Job, evaluate_one
+from neuroevo.loop import merge_observations
 
 
 def _config(**overrides) -> Config:
@@ -48,7 +50,9 @@ def test_es_episodes_equal_a_naive_loop_over_gymnasium():
     before = norm.state_dict()
     normalize = norm.frozen("cpu")
     pop = built.optimizer.ask()
-    result = built.evaluator.evaluate(pop)
+    result = evaluate_one(built.evaluator, pop)
+    assert norm.state_dict()["count"] == before["count"]  # evaluators only report
+    merge_observations(norm, result)  # what the loop does after a training phase
     seen = []
     for i in range(len(pop)):
         seed = episode_seed(3, pop.generation, "train", i)
@@ -67,9 +71,8 @@ def test_es_episodes_equal_a_naive_loop_over_gymnasium():
     pop = built.optimizer.center_population()  # the updated centre's logging episodes
     assert pop.phase == "validate" and not pop.budgeted and len(pop) == 5
     assert torch.equal(pop.member_params(0), built.optimizer.center)
-    count = norm.count
-    result = built.evaluator.evaluate(pop)
-    assert norm.count == count  # validation episodes leave the statistics alone
+    result = evaluate_one(built.evaluator, pop)
+    assert "obs_stats" not in result.extras  # validation episodes leave the statistics alone
     ret, _, _ = _naive_episode(built, built.optimizer.center,
                                episode_seed(3, pop.generation, "validate", 0),
                                norm.frozen("cpu"), 0.0)  # and carry no action noise
@@ -80,29 +83,30 @@ def test_es_episodes_equal_a_naive_loop_over_gymnasium():
 def test_a_shared_pass_gives_each_job_what_it_gets_alone():
     """The next generation's training episodes (action noise, statistics) and the centre's
     and a test phase's logging episodes in one pass over 2 subsets of 3 slots: each
-    episode equals its lone evaluation bit for bit, and only training feeds the statistics."""
-    from neuroevo.engine.pipeline import Job
-
+    episode equals its lone evaluation bit for bit, and only training reports statistics."""
     built = build(_config(**{"engine.subsets": 2, "engine.slots": 3,
                              "env.obs_stats_fraction": 0.5}))
     ev, es = built.evaluator, built.optimizer
-    es.tell(ev.evaluate(es.ask()).fitness)
+    first = evaluate_one(ev, es.ask())
+    merge_observations(built.obs_norm, first)
+    es.tell(first.fitness)
     jobs = [Job(es.ask()), Job(es.center_population()), Job(es.test_population(3), None, 40)]
-    before = ev.obs_norm.state_dict()
-    shared = ev.evaluate_jobs(jobs)
-    after = ev.obs_norm.state_dict()
-    alone, stats = [], []
-    for j in jobs:  # each alone, with the normaliser the shared pass had
-        ev.obs_norm.load_state_dict(before)
-        alone.append(ev.evaluate(j.pop, episode_cap=j.episode_cap))
-        stats.append(ev.obs_norm.state_dict())
+    before = built.obs_norm.state_dict()
+    shared = ev.evaluate(jobs)
+    alone = [ev.evaluate([j])[0] for j in jobs]
+    after = built.obs_norm.state_dict()
     for s, a in zip(shared, alone, strict=True):
         assert np.array_equal(s.fitness, a.fitness) and np.array_equal(s.steps, a.steps)
         assert s.frames == a.frames
     assert shared[2].steps.max() <= 40  # the test job's own cap
-    assert after["count"] > before["count"]
-    assert all(torch.equal(after[k], stats[0][k]) for k in ("sum", "sumsq"))  # training's
-    assert all(torch.equal(before[k], stats[i][k]) for i in (1, 2) for k in ("sum", "sumsq"))
+    assert all(torch.equal(before[k], after[k]) for k in ("sum", "sumsq"))  # only reported
+    assert shared[0].extras["obs_stats"] and (shared[0].extras["obs_stats"].keys() ==
+                                              alone[0].extras["obs_stats"].keys())
+    for m, (total, squares, count) in shared[0].extras["obs_stats"].items():
+        want = alone[0].extras["obs_stats"][m]
+        assert np.array_equal(total, want[0]) and np.array_equal(squares, want[1])
+        assert count == want[2]
+    assert all("obs_stats" not in r.extras for r in (*shared[1:], *alone[1:]))
     assert shared[0].wall_time > 0 and shared[1].wall_time == shared[2].wall_time == 0
     # occupancy: every agent step is one computed row; every round offers all 2 x 3 slots
     assert shared[0].computed == sum(int(r.steps.sum()) for r in shared)
@@ -116,9 +120,10 @@ def _run(subsets=2, slots=3, centre_episodes=2, workers=1):
     cfg = _config(**{"engine.subsets": subsets, "engine.slots": slots, "engine.workers": workers,
                      "env.obs_stats_fraction": 0.5, "algo.validation_episodes": centre_episodes})
     built = build(cfg)
-    rows = list(generations(built.optimizer, built.evaluator, Budget(generations=2)))
+    rows = list(generations(built.optimizer, built.evaluator, Budget(generations=2),
+                            obs_norm=built.obs_norm))
     built.evaluator.close()
-    return rows, built.evaluator.obs_norm.state_dict(), built.optimizer.center
+    return rows, built.obs_norm.state_dict(), built.optimizer.center
 
 
 @pytest.mark.parametrize("layout", [(1, 1), (2, 2), (3, 4), (1, 2, 2, 2), (2, 1, 2, 3)])
@@ -141,14 +146,20 @@ def test_centre_episodes_are_logged_apart_and_change_nothing():
 
 
 class OneByOne:
-    """An evaluator without ``evaluate_jobs``, as Ray's: each population has a pass of its own
-    (what every evaluator did before logging episodes shared the next generation's pass)."""
+    """An evaluator that gives each job a pass of its own, as Ray's does (what every
+    evaluator did before logging episodes shared the next generation's pass)."""
 
     def __init__(self, evaluator):
         self.evaluator = evaluator
 
-    def evaluate(self, pop, on_episode=None, episode_cap=None):
-        return self.evaluator.evaluate(pop, on_episode, episode_cap=episode_cap)
+    def evaluate(self, jobs, on_episode=None):
+        return [self.evaluator.evaluate([job], on_episode)[0] for job in jobs]
+
+    def layout(self):
+        return self.evaluator.layout()
+
+    def close(self):
+        self.evaluator.close()
 
 
 def test_logging_episodes_in_the_next_pass_leave_every_row_as_it_was():
@@ -162,7 +173,7 @@ def test_logging_episodes_in_the_next_pass_leave_every_row_as_it_was():
     for wrap in (lambda ev: ev, OneByOne):
         built = build(cfg)
         rows = generations(built.optimizer, wrap(built.evaluator), Budget(generations=3),
-                           tests=Tests.of(built.config))
+                           tests=Tests.of(built.config), obs_norm=built.obs_norm)
         built.evaluator.close()
         histories.append(rows)
         centers.append(built.optimizer.center)
@@ -194,7 +205,8 @@ def test_low_rank_es_does_not_depend_on_the_layout_and_equals_materialised_membe
             for p in parts:
                 for s in p.subsets:
                     s.params = built.policy.slot_storage(s.params.num_rows)
-        rows = generations(built.optimizer, built.evaluator, Budget(generations=2))
+        rows = generations(built.optimizer, built.evaluator, Budget(generations=2),
+                           obs_norm=built.obs_norm)
         built.evaluator.close()
         return rows, built.optimizer.center
 
@@ -217,7 +229,8 @@ def test_low_rank_ga_does_not_depend_on_the_layout():
                                  "algo.elite_candidates": 2, "algo.validation_episodes": 1,
                                  "engine.subsets": subsets, "engine.slots": slots,
                                  "engine.workers": workers}))
-        rows = generations(built.optimizer, built.evaluator, Budget(generations=3))
+        rows = generations(built.optimizer, built.evaluator, Budget(generations=3),
+                           obs_norm=built.obs_norm)
         built.evaluator.close()
         return rows
 
@@ -273,15 +286,13 @@ def test_where_no_episode_ends_early_a_pass_with_its_logging_episodes_runs_in_on
     episodes and a test phase's, so the pass of the population and the centre takes as many
     rounds as one episode has steps. Hopper's episodes end early and free their slots: its
     layout stays the population's."""
-    from neuroevo.engine.pipeline import Job
-
     sets = {"algo.population": 6, "algo.validation_episodes": 2, "algo.test_episodes": 3,
             "engine.workers": 1, "env.episode_cap": 4}
     built = build(_config(**{"env.id": "HalfCheetah-v5", **sets}))
     try:
         assert built.evaluator.layout()["slots"] == 6 + 2 + 3
         pop = built.optimizer.ask()
-        first, center = built.evaluator.evaluate_jobs(
+        first, center = built.evaluator.evaluate(
             [Job(pop), Job(built.optimizer.center_population())])
         assert list(first.steps) == [4] * 6 and list(center.steps) == [4] * 2
         # 4 stepping rounds and the round that collects them: one wave
@@ -290,7 +301,7 @@ def test_where_no_episode_ends_early_a_pass_with_its_logging_episodes_runs_in_on
         built.evaluator.close()
     two_waves = build(_config(**{"env.id": "HalfCheetah-v5", "engine.slots": 6, **sets}))
     try:
-        first, _ = two_waves.evaluator.evaluate_jobs(
+        first, _ = two_waves.evaluator.evaluate(
             [Job(two_waves.optimizer.ask()), Job(two_waves.optimizer.center_population())])
         assert first.offered == 2 * (4 + 1) * 6
     finally:

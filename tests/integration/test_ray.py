@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from neuroevo import train
+from neuroevo.evaluation import evaluate_one
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]  # starts local Ray clusters
 
@@ -74,7 +75,7 @@ def test_a_killed_actor_is_replaced_and_every_member_evaluated_exactly_once():
         override(cfg, key, value)
     local = build(cfg)
     pop = local.optimizer.ask()
-    expected = local.evaluator.evaluate(pop).fitness
+    expected = evaluate_one(local.evaluator, pop).fitness
     local.evaluator.close()
 
     killed = []
@@ -88,14 +89,14 @@ def test_a_killed_actor_is_replaced_and_every_member_evaluated_exactly_once():
     built = build(cfg, local=False)
     ev = ray_evaluator(built, actors=2, chunks_per_actor=6, on_chunk=kill_once)
     pop = built.optimizer.ask()
-    result = ev.evaluate(pop)
+    result = evaluate_one(ev, pop)
     assert killed and ev.replaced >= 1
     assert np.array_equal(ev.counts, np.ones(24))  # every member's result kept exactly once
     assert np.array_equal(result.fitness, expected)
     assert killed[0] not in ev.pids() and len(ev.actors) == 2  # the replacement is running
     built.optimizer.tell(result.fitness)
     pop = built.optimizer.ask()  # the replacement follows the log like the others
-    assert pop.phase == "validate" and len(ev.evaluate(pop).fitness) == len(pop)
+    assert pop.phase == "validate" and len(evaluate_one(ev, pop).fitness) == len(pop)
     ev.close()
 
 
@@ -110,8 +111,8 @@ def test_a_replica_out_of_step_is_refused():
         override(cfg, key, value)
     built = build(cfg, local=False)
     ev = ray_evaluator(built, actors=1)
-    fitness = ev.evaluate(built.optimizer.ask()).fitness
+    fitness = evaluate_one(ev, built.optimizer.ask()).fitness
     built.optimizer.tell(fitness[::-1].copy())  # not what evaluate returned: centres differ
     with pytest.raises(WorkerError, match="replica differs from the driver's"):
-        ev.evaluate(built.optimizer.ask())
+        evaluate_one(ev, built.optimizer.ask())
     ev.close()

@@ -15,6 +15,7 @@ import yaml
 
 from neuroevo import SeedChain, train
 from neuroevo.config import Config
+from neuroevo.evaluation import evaluate_one
 
 # Test phases of 2 episodes, cut at the training cap: short, and they still run.
 TINY = dict(env__game="pong", env__episode_cap=25, env__test_episode_cap=25,
@@ -339,8 +340,8 @@ def test_every_cpu_driver_computes_on_one_torch_thread_and_gives_the_caller_its_
                 override(cfg, key, value)
             built = build(cfg)
             seen = set()  # on_episode runs in the driver thread that ran the episode
-            built.evaluator.evaluate(built.optimizer.ask(),
-                                     on_episode=lambda *_, s=seen: s.add(torch.get_num_threads()))
+            evaluate_one(built.evaluator, built.optimizer.ask(),
+                         on_episode=lambda *_, s=seen: s.add(torch.get_num_threads()))
             built.evaluator.close()
             assert seen == {1}, workers
             assert torch.get_num_threads() == 2
@@ -366,5 +367,5 @@ def test_closing_a_parallel_evaluator_ends_its_running_evaluation():
             threading.Thread(target=built.evaluator.close).start()
 
     with pytest.raises(StateError, match="closed during an evaluation"):
-        built.evaluator.evaluate(built.optimizer.ask(), on_episode=close_after_the_first)
+        evaluate_one(built.evaluator, built.optimizer.ask(), on_episode=close_after_the_first)
     assert seen[0] == 1 and len(seen) < 16  # the other episodes were not all played out

@@ -109,7 +109,7 @@ def test_a_worker_made_by_the_picklable_factory_evaluates_what_the_local_run_doe
     from neuroevo.build import Replicas, build
     from neuroevo.config import Config, override, to_dict
     from neuroevo.dist.ray_backend import Worker
-    from neuroevo.engine.pipeline import EvalResult
+    from neuroevo.evaluation import EpisodeBatch, evaluate_one
 
     cfg = Config()
     for key, value in {"env.id": "CartPole-v1", "net.hidden": "8", "algo.population": 8,
@@ -123,13 +123,14 @@ def test_a_worker_made_by_the_picklable_factory_evaluates_what_the_local_run_doe
     log, sent, phases = Log(), 0, []
     try:
         for _ in range(3):  # train, validate, train
-            pop, expected = driver.optimizer.ask(), local.evaluator.evaluate(local.optimizer.ask())
+            pop, expected = driver.optimizer.ask(), evaluate_one(local.evaluator,
+                                                               local.optimizer.ask())
             parts = []
             for chunk in np.array_split(np.arange(len(pop)), 3):
                 update = log.since(sent, fingerprint(driver.optimizer, None))
                 sent = log.end
                 parts.append(worker.evaluate(pickle.loads(pickle.dumps(update)), chunk))
-            got = EvalResult.combine(parts, len(pop))
+            got = EpisodeBatch.combine(parts, len(pop))
             assert np.array_equal(got.fitness, expected.fitness)
             assert np.array_equal(got.steps, expected.steps)
             driver.optimizer.tell(got.fitness)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from neuroevo.engine.timing import STAGES, StageClock
+from neuroevo.evaluation import evaluate_one
 
 
 def test_a_cpu_clock_adds_host_intervals_per_stage():
@@ -32,7 +33,7 @@ def test_an_evaluations_stages_fit_in_its_wall_time():
         override(cfg, key, value)
     built = build(cfg)
     try:
-        r = built.evaluator.evaluate(built.optimizer.ask())
+        r = evaluate_one(built.evaluator, built.optimizer.ask())
     finally:
         built.evaluator.close()
     assert set(r.timings) == set(STAGES)
