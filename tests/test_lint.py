@@ -87,3 +87,15 @@ def test_no_assert_hides_its_check_in_the_message():
             if isinstance(node, ast.Assert) and isinstance(node.msg, (ast.BoolOp, ast.Compare)):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert found == []
+
+
+def test_no_function_in_the_package_is_over_80_lines():
+    """Small functions (STYLE.md): one over 80 lines is split into named steps."""
+    long = []
+    for path in sorted((ROOT / "neuroevo").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 80:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines})")
+    assert long == []

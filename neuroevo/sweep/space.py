@@ -201,12 +201,31 @@ def make_plan(algo: str, *, config: str | None = None, sets=(), grid=(), ranges=
               sweep_seed: int = 0) -> Plan:
     """A checked ``Plan`` from the command line's options (``grid``: ``key=v1,v2`` texts,
     ``ranges``: ``key=lin|log|int:lo:hi`` texts): every swept key and value is a valid
-    setting the run uses, and the search, scheduler and metric fit together.
+    setting the run uses, and the search, scheduler and metric fit together. Parsed
+    (``_parse``), checked (``_check``, then each corner's trial config), then scheduled
+    (``_schedule``: PBT's interval, ASHA's grace period).
 
     >>> make_plan("es", sets=["env.id=CartPole-v1"], grid=["algo.sigma=0.01,0.05"],
     ...           generations=5).metric
     'center_score'
     """
+    grid, ranges, swept = _parse(grid, ranges, generations, frames, samples)
+    search = search or ("random" if samples is not None else "grid")
+    _check(swept, ranges, search, samples, scheduler, mode, pbt_interval, grace_period)
+    plan = Plan(algo, config and to_dict(load(config)), tuple(sets), grid, ranges,
+                parse_seeds(seeds), generations,
+                frames, search, samples or 1, scheduler, metric or "", mode,
+                pbt_interval or 0, grace_period or 0, sweep_seed, tuple(swept))
+    for values in corners(plan):  # unknown keys and bad values fail here, before Ray starts
+        check(plan.trial_config(values, plan.seeds[0]))
+    cfg = plan.trial_config(next(iter(corners(plan))), plan.seeds[0])
+    plan = _schedule(plan, cfg, generations, pbt_interval, grace_period)
+    return replace(plan, metric=check_metric(plan, cfg))
+
+
+def _parse(grid, ranges, generations, frames, samples) -> tuple[tuple, tuple, list[str]]:
+    """The budget and the number of points checked; the grid and ranges parsed; the swept
+    keys, each once and none that a sweep sets another way."""
     if generations is None and frames is None:
         raise ConfigError("give each trial a budget: --generations N or --frames N")
     for flag, value in (("--generations", generations), ("--frames", frames)):
@@ -224,8 +243,12 @@ def make_plan(algo: str, *, config: str | None = None, sets=(), grid=(), ranges=
         if key == "seed" or key.startswith("budget."):
             raise ConfigError(f"{key} is not swept with --grid/--range: give --seeds, "
                               "--generations or --frames")
-    if search is None:
-        search = "random" if samples is not None else "grid"
+    return grid, ranges, swept
+
+
+def _check(swept, ranges, search, samples, scheduler, mode, pbt_interval, grace_period
+           ) -> None:
+    """The search, the scheduler and their options fit together and fit what is swept."""
     if search not in SEARCHES:
         raise ConfigError(f"--search takes grid, random or optuna, got {search!r}")
     if ranges and search == "grid":
@@ -259,18 +282,16 @@ def make_plan(algo: str, *, config: str | None = None, sets=(), grid=(), ranges=
         raise ConfigError("--pbt-interval goes with --scheduler pbt")
     if grace_period is not None and scheduler != "asha":
         raise ConfigError("--grace-period goes with --scheduler asha")
-    plan = Plan(algo, config and to_dict(load(config)), tuple(sets), grid, ranges,
-                parse_seeds(seeds), generations,
-                frames, search, samples or 1, scheduler, metric or "", mode,
-                pbt_interval or 0, grace_period or 0, sweep_seed, tuple(swept))
-    for values in corners(plan):  # unknown keys and bad values fail here, before Ray starts
-        check(plan.trial_config(values, plan.seeds[0]))
-    cfg = plan.trial_config(next(iter(corners(plan))), plan.seeds[0])
-    if scheduler == "pbt" and cfg.net.vbn:
-        raise ConfigError("--scheduler pbt exploits by continuing another trial's network, "
-                          "and a VBN network's reference batch comes from its own seed; use "
-                          "net.vbn=false or --scheduler asha")
-    if scheduler == "pbt":
+
+
+def _schedule(plan: Plan, cfg: Config, generations, pbt_interval, grace_period) -> Plan:
+    """``plan`` with PBT's perturbation interval or ASHA's grace period, checked against
+    its budget and a trial's config ``cfg``."""
+    if plan.scheduler == "pbt":
+        if cfg.net.vbn:
+            raise ConfigError("--scheduler pbt exploits by continuing another trial's network, "
+                              "and a VBN network's reference batch comes from its own seed; "
+                              "use net.vbn=false or --scheduler asha")
         if pbt_interval is not None and pbt_interval < 1:
             raise ConfigError(f"--pbt-interval takes generations >= 1, got {pbt_interval}")
         if generations is None and pbt_interval is None:
@@ -281,13 +302,13 @@ def make_plan(algo: str, *, config: str | None = None, sets=(), grid=(), ranges=
             raise ConfigError(f"--pbt-interval {interval} leaves no perturbation in a budget "
                               f"of {generations} generations; give a smaller one")
         plan = replace(plan, pbt_interval=interval)
-    if scheduler == "asha":
+    if plan.scheduler == "asha":
         grace = grace_period or max(1, plan.budget // 9)
         if grace < 1 or grace >= plan.budget:
             raise ConfigError(f"--grace-period {grace} leaves ASHA no rung below the budget "
                               f"of {plan.budget} {plan.time_attr}; give a smaller one")
         plan = replace(plan, grace_period=grace)
-    return replace(plan, metric=check_metric(plan, cfg))
+    return plan
 
 
 def check_metric(plan: Plan, cfg: Config) -> str:
