@@ -80,6 +80,7 @@ def resolve(cfg: Config) -> Config:
         out.env.action_noise = 0.01 if env.kind == "mujoco" else 0.0
     if env.atari is not None:
         out.env.fire_on_life_loss = env.atari.fire_on_life_loss
+        out.env.fire_on_frozen_screen = env.atari.fire_on_frozen_screen
     if not out.env.test_episode_cap:  # the env's own limit, as the papers test
         out.env.test_episode_cap = env.max_steps or 108_000 // env.frameskip
     if not (out.budget.generations or out.budget.frames):

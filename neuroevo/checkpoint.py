@@ -47,6 +47,9 @@ from neuroevo.serial import load_file, loads_strict, save_file
 
 STATE_FORMAT = "neuroevo.checkpoint/2"
 STATE_TYPES = {cls.__name__: cls for cls in (SeedChain, Perturbation, AdamState, Totals)}
+# Atari settings added after runs were written: a config or checkpoint without one ran as
+# this value (off).
+LEGACY_OFF = {"fire_on_life_loss": False, "fire_on_frozen_screen": 0}
 # What a run writes; ``--force`` removes all of it (and stale temporary files) first.
 RUN_FILES = ("config.yaml", "run.json", "metrics.jsonl", "metrics.csv", "elite.json",
              "policy.safetensors", "policy.pt")
@@ -210,8 +213,9 @@ class RunDir:
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise CheckpointError(f"{path} is missing or corrupt ({reason}); this is not a "
                                   "neuroevo run directory") from None
-        if not cfg.env.id and "fire_on_life_loss" not in data.get("env", {}):
-            cfg.env.fire_on_life_loss = False  # written before the setting: it ran without
+        for key in ("fire_on_life_loss", "fire_on_frozen_screen"):  # written before the
+            if not cfg.env.id and key not in data.get("env", {}):  # setting: it ran without
+                setattr(cfg.env, key, LEGACY_OFF[key])
         return cfg
 
     # -- the checkpoint -------------------------------------------------------------------
@@ -266,8 +270,9 @@ class RunDir:
         """Refuse a config that defines another run than the checkpoint's (budget and machine
         layout may change)."""
         mine = identity(cfg)
-        if "env.fire_on_life_loss" not in saved:  # saved before the setting: it ran without
-            saved = {**saved, "env.fire_on_life_loss": None if saved.get("env.id") else False}
+        for key, off in LEGACY_OFF.items():  # saved before the setting: it ran without
+            if f"env.{key}" not in saved:
+                saved = {**saved, f"env.{key}": None if saved.get("env.id") else off}
         if mine == saved:
             return
         changed = sorted(k for k in set(mine) | set(saved) if mine.get(k) != saved.get(k))

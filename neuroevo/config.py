@@ -57,6 +57,8 @@ class EnvConfig(_Section):
     frameskip: int = 4  # emulator frames per agent step
     fire_on_life_loss: bool | None = None  # Atari: press FIRE on the step after a lost life
     # (None: on, the quick default; the paper configs: false; neuroevo.envs.atari)
+    fire_on_frozen_screen: int | None = None  # Atari: press FIRE after this many agent steps
+    # of an unchanged frame (None: 30, the quick default; 0: off, as the paper configs)
     episode_cap: int = 5000  # agent steps per training episode (paper: 5000)
     test_episode_cap: int = 0  # agent steps per test episode (0: the env's own limit, Atari:
     # 108,000 frames; resolved into the number in config.yaml)
@@ -290,7 +292,8 @@ ALGO_KEYS = {"ga": {"population", "sigma", "truncation", "elite_candidates",
              "rs": {"population", "elite_candidates", "validation_episodes", *_TESTS},
              "es": {"population", "sigma", "lr", "l2", "validation_episodes", "rank", *_TESTS}}
 # unused by gymnasium ids
-ATARI_KEYS = {"game", "sticky_actions", "noop_max", "frameskip", "fire_on_life_loss"}
+ATARI_KEYS = {"game", "sticky_actions", "noop_max", "frameskip", "fire_on_life_loss",
+              "fire_on_frozen_screen"}
 RAY_KEYS = {"ray_address", "ray_actors", "ray_timeout"}  # used only with engine.backend=ray
 RAY_ADDRESS = re.compile(r"^(|auto|(ray://)?[^\s:/]+:\d{1,5})$")
 DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
@@ -314,6 +317,9 @@ def _ranges(cfg: Config) -> list[tuple[str, object, bool, str]]:
         ("env.sticky_actions", e.sticky_actions, 0 <= e.sticky_actions <= 1, "in [0, 1]"),
         ("env.noop_max", e.noop_max, e.noop_max >= 0, ">= 0"),
         ("env.frameskip", e.frameskip, e.frameskip >= 1, ">= 1"),
+        ("env.fire_on_frozen_screen", e.fire_on_frozen_screen,
+         e.fire_on_frozen_screen is None or e.fire_on_frozen_screen >= 0,
+         ">= 0 agent steps (0: off; or none: the quick default, 30)"),
         ("env.episode_cap", e.episode_cap, e.episode_cap >= 0,
          ">= 0 (0: no cap, the env's own episode limit)"),
         ("env.test_episode_cap", e.test_episode_cap, e.test_episode_cap >= 0,

@@ -15,6 +15,13 @@ to the episode cap, so most of a random population's frames went to frozen scree
 (``experiments/fire/``). It is a deviation from the papers, which press FIRE at reset only;
 the step counts like any other (its frames, its reward).
 
+``fire_on_frozen_screen`` (0: off, the paper protocol; 30 agent steps in the quick defaults)
+presses FIRE once the newest frame has not changed for that many steps, and again after as
+many more. Bowling (no lives), gopher and riverraid wait for FIRE where ale-py reports no
+lost life (``scripts/fire_probe.py``): 8 of 24 random members idled there to the cap with
+only the life-loss rule (``experiments/fire/``). An unchanged frame for 2 s of game time (30
+steps of 4 frames) is a game waiting for input; it is a deviation from the papers too.
+
 Start states differ from the paper's. Such et al. (and Uber's code) play 1-30 random no-op
 frames and then FIRE. ale-py's reset (``preprocessed_env.cpp``, 0.12.1) presses FIRE first,
 where the game's action set has it, and then plays ``max(0, U(0, noop_max - 1) - 1)`` no-op
@@ -69,6 +76,7 @@ class AtariConfig:
     full_action_space: bool = False
     episode_cap: int | None = 5000  # agent steps; None: ale-py's 108,000 frames
     fire_on_life_loss: bool = False  # FIRE on the step after a lost life (module doc)
+    fire_on_frozen_screen: int = 0  # FIRE after this many steps of an unchanged frame; 0: off
 
     def __post_init__(self):
         check_game(self.game)
@@ -78,9 +86,12 @@ class AtariConfig:
         check_range("frameskip", self.frameskip, self.frameskip >= 1, ">= 1")
         check_range("episode_cap", self.episode_cap,
                     self.episode_cap is None or self.episode_cap >= 1, "None or >= 1")
+        check_range("fire_on_frozen_screen", self.fire_on_frozen_screen,
+                    self.fire_on_frozen_screen >= 0, ">= 0 (0: off)")
 
 
 OBS_SHAPE = (4, 84, 84)  # uint8: a stack of the last 4 grayscale 84x84 frames
+FROZEN_SCREEN_STEPS = 30  # the quick default of fire_on_frozen_screen (module doc)
 
 
 @functools.cache
@@ -130,11 +141,15 @@ class AtariPool(PoolBase):
             max_num_frames_per_episode=max_frames, reward_clipping=False,
             episodic_life=False, use_fire_reset=True, maxpool=True, grayscale=True,
             img_height=84, img_width=84, stack_num=4)
-        # FIRE's action index where fire_on_life_loss presses it, else None (no lives tracked)
-        self.fire = (fire_action(config.game, config.full_action_space)
-                     if config.fire_on_life_loss else None)
+        # FIRE's action index where a rule presses it, else None: nothing tracked per step
+        fire = fire_action(config.game, config.full_action_space)
+        self.fire = fire if config.fire_on_life_loss or config.fire_on_frozen_screen else None
+        self.track_lives = self.fire is not None and config.fire_on_life_loss
+        self.frozen_limit = config.fire_on_frozen_screen if self.fire is not None else 0
         self.lives = np.zeros(num_envs, dtype=np.int64)  # each env's lives after its last step
-        self.fire_next = np.zeros(num_envs, dtype=bool)  # lost a life last step, still playing
+        self.frozen = np.zeros(num_envs, dtype=np.int64)  # steps its newest frame is unchanged
+        self.newest = np.zeros((num_envs, *OBS_SHAPE[1:]), dtype=np.uint8)  # that frame
+        self.fire_next = np.zeros(num_envs, dtype=bool)  # a rule presses FIRE next step
 
     def _reset(self, mask: np.ndarray, seeds: np.ndarray) -> np.ndarray:
         """``[N, 4, 84, 84]`` uint8 frame stacks."""
@@ -147,6 +162,8 @@ class AtariPool(PoolBase):
         if self.fire is not None:
             self.lives[mask] = info["lives"][mask]
             self.fire_next[mask] = False
+            self.frozen[mask] = 0
+            self.newest[mask] = obs[mask, -1]
         return obs
 
     def _send(self, actions: np.ndarray) -> None:
@@ -160,8 +177,16 @@ class AtariPool(PoolBase):
         if self.fire is not None:
             # An env that ended is reset (and its lives read) before it steps again; until
             # then ale-py's own autoreset step may refill its lives, which nothing reads.
-            self.fire_next = (info["lives"] < self.lives) & ~done
+            lost = info["lives"] < self.lives if self.track_lives else False
             self.lives = info["lives"].astype(np.int64)
+            frozen = False
+            if self.frozen_limit:
+                same = (obs[:, -1] == self.newest).all(axis=(1, 2))
+                self.frozen = np.where(same, self.frozen + 1, 0)
+                self.newest = obs[:, -1].copy()
+                frozen = self.frozen >= self.frozen_limit
+                self.frozen[frozen] = 0  # the next press after as many unchanged steps again
+            self.fire_next = (lost | frozen) & ~done
         return obs, rewards, done
 
     def close(self) -> None:

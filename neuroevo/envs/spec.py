@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from neuroevo.config import EnvConfig
-from neuroevo.envs.atari import OBS_SHAPE, AtariConfig, AtariPool, action_count
+from neuroevo.envs.atari import (
+    FROZEN_SCREEN_STEPS,
+    OBS_SHAPE,
+    AtariConfig,
+    AtariPool,
+    action_count,
+)
 from neuroevo.envs.base import Pool
 from neuroevo.envs.locomotion import TASKS
 from neuroevo.spaces import ActionSpace
@@ -70,10 +76,13 @@ def env_spec(env: EnvConfig) -> EnvSpec:
         obs_shape, action = describe(env.id)
         return EnvSpec("gym", env.id, obs_shape, action, 1, cap,
                        gymnasium.spec(env.id).max_episode_steps)
-    # None: the quick default, on (the paper configs turn it off; neuroevo.envs.atari)
+    # None: the quick defaults, on (the paper configs turn them off; neuroevo.envs.atari)
     fire = True if env.fire_on_life_loss is None else env.fire_on_life_loss
+    frozen = (FROZEN_SCREEN_STEPS if env.fire_on_frozen_screen is None
+              else env.fire_on_frozen_screen)
     atari = AtariConfig(env.game, sticky_actions=env.sticky_actions, noop_max=env.noop_max,
-                        frameskip=env.frameskip, episode_cap=cap, fire_on_life_loss=fire)
+                        frameskip=env.frameskip, episode_cap=cap, fire_on_life_loss=fire,
+                        fire_on_frozen_screen=frozen)
     return EnvSpec("atari", env.game, OBS_SHAPE,
                    ActionSpace(n=action_count(env.game, atari.full_action_space)),
                    atari.frameskip, cap, None, atari)

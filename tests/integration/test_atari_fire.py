@@ -1,4 +1,5 @@
-"""``env.fire_on_life_loss`` against ale-py's own vector env, driven by hand."""
+"""``env.fire_on_life_loss`` and ``env.fire_on_frozen_screen`` against ale-py's own vector
+env, driven by hand."""
 
 import pathlib
 import subprocess
@@ -110,12 +111,107 @@ def test_the_pool_equals_ale_py_with_fire_inserted_by_hand():
     assert fired >= 6  # lives were lost and FIRE inserted: the comparison is not vacuous
 
 
+def bowling_noop(frozen: int) -> tuple[int, bool]:
+    """Agent steps of a NOOP policy's bowling game (no lives: only a frozen screen tells that
+    it waits for FIRE), cut at 5,000, and whether it ended by itself."""
+    pool = AtariPool(AtariConfig("bowling", fire_on_life_loss=True,
+                                 fire_on_frozen_screen=frozen), 1, num_threads=1)
+    pool.reset(np.ones(1, bool), [11])
+    steps, done = 0, False
+    while steps < 5000 and not done:
+        pool.send(np.zeros(1, dtype=np.int32))
+        done = bool(pool.recv()[2][0])
+        steps += 1
+    pool.close()
+    return steps, done
+
+
+def test_a_game_waiting_for_fire_goes_on_with_the_frozen_screen_rule_and_idles_without():
+    steps, over = bowling_noop(frozen=30)
+    assert over and steps < 4000  # ten frames bowled, each started by a FIRE on a still screen
+    assert bowling_noop(frozen=0) == (5000, False)  # the first ball is never thrown
+
+
+def frozen_by_hand(game: str, seeds: list[int], actions: np.ndarray, limit: int):
+    """The reference for both rules: one ale-py vector env per pool env; FIRE pressed by
+    hand on the step after a lost life, and after ``limit`` steps whose newest frame equals
+    the one before (the count starting again after each press)."""
+    fire_index = fire_action(game)
+    envs = [AtariVectorEnv(game, 1, num_threads=1, **PROTOCOL) for _ in seeds]
+    lives, fire, still, newest, out = [], [], [], [], []
+    for env, seed in zip(envs, seeds, strict=True):
+        obs, info = env.reset(seed=np.array([seed]))
+        lives.append(info["lives"][0])
+        fire.append(False)
+        still.append(0)
+        newest.append(obs[0, -1])
+    for row in actions:
+        step = []
+        for i, env in enumerate(envs):
+            env.send(np.array([fire_index if fire[i] else row[i]], dtype=np.int32))
+            obs, reward, terminated, truncated, info = env.recv()
+            done = bool(terminated[0] or truncated[0])
+            still[i] = still[i] + 1 if np.array_equal(obs[0, -1], newest[i]) else 0
+            newest[i] = obs[0, -1]
+            pressed = still[i] >= limit
+            if pressed:
+                still[i] = 0
+            fire[i] = (info["lives"][0] < lives[i] or pressed) and not done
+            lives[i] = info["lives"][0]
+            step.append((obs[0], reward[0], done))
+        out.append(step)
+    for env in envs:
+        env.close()
+    return out
+
+
+@pytest.mark.parametrize("game", ["gopher", "bowling"])
+def test_the_pool_equals_ale_py_with_fire_on_frozen_screens_inserted_by_hand(game):
+    """Frame for frame, both rules on (bowling has no lives: the frozen screen rule alone)."""
+    rng = np.random.default_rng(1)
+    seeds, steps, limit = [3, 4], 400, 8
+    # never FIRE itself, mostly NOOP: still screens come often
+    actions = rng.choice([0, 2, 3], size=(steps, 2), p=[0.8, 0.1, 0.1]).astype(np.int32)
+    ref = frozen_by_hand(game, seeds, actions, limit)
+    pool = AtariPool(AtariConfig(game, fire_on_life_loss=True, fire_on_frozen_screen=limit),
+                     2, num_threads=2)
+    pool.reset(np.ones(2, bool), seeds)
+    ended, fired = np.zeros(2, bool), 0
+    for t, row in enumerate(actions):
+        fired += int(pool.fire_next[~ended].sum())
+        pool.send(row)
+        obs, rewards, done = pool.recv()
+        for i in np.flatnonzero(~ended):
+            ref_obs, ref_reward, ref_done = ref[t][i]
+            assert np.array_equal(obs[i], ref_obs), (t, i)
+            assert (rewards[i], done[i]) == (ref_reward, ref_done), (t, i)
+        ended |= done
+    pool.close()
+    assert fired >= 4  # FIRE was inserted: the comparison is not vacuous
+
+
+def test_the_frozen_screen_rule_resolves_to_the_quick_default_for_atari_only():
+    from neuroevo.build import resolve
+    from neuroevo.config import load
+
+    assert resolve(Config()).env.fire_on_frozen_screen == 30
+    cfg = Config()
+    cfg.env.id = "CartPole-v1"
+    assert resolve(cfg).env.fire_on_frozen_screen is None
+    root = pathlib.Path(__file__).resolve().parents[2] / "experiments" / "configs"
+    for name in ("deep_ga_atari", "random_search_atari", "openai_es_atari",
+                 "openai_es_atari_cpu"):
+        paper = resolve(load(str(root / f"{name}.yaml")))
+        assert paper.env.fire_on_frozen_screen == 0 and paper.env.fire_on_life_loss is False
+
+
 @pytest.mark.parametrize("fire", [False, True])
 def test_frames_count_every_step_fire_included(fire):
     """The evaluator's frames are its steps times the frame skip, inserted FIRE steps
     included (the engine's episodes equal a naive loop with the setting on:
     ``test_atari_engine.py``, whose configs take the default)."""
-    env = env_spec(EnvConfig(game="breakout", episode_cap=400, fire_on_life_loss=fire))
+    env = env_spec(EnvConfig(game="breakout", episode_cap=400, fire_on_life_loss=fire,
+                             fire_on_frozen_screen=0))
     template, spec = build_template("small", env.obs_shape, env.action.outputs)
     pop = GA(spec.num_params, init_std=spec.init_std(), population_size=4, truncation=2,
              elite_candidates=0, seed=3, noise=NoiseTable.shared(size=1 << 25)).ask()
@@ -140,32 +236,40 @@ def test_the_setting_resolves_on_for_games_and_is_recorded():
     assert resolve(cfg).env.fire_on_life_loss is None
 
 
-def test_a_run_directory_from_before_the_setting_resumes_with_it_off(tmp_path):
-    """A ``config.yaml`` without the key was written before it existed, when no FIRE was
-    pressed: it loads and resumes with the setting off, and its checkpoint's identity
-    (also without the key) agrees."""
+def test_a_run_directory_from_before_the_settings_resumes_with_them_off(tmp_path):
+    """A ``config.yaml`` without the keys was written before they existed, when no FIRE was
+    pressed: it loads and resumes with both rules off, and its checkpoint's identity (also
+    without the keys) agrees."""
     quick = ["--config", "experiments/configs/quick_cpu_atari.yaml", "--population", "4",
              "--device", "cpu", "--no-progress", "--set", "algo.test_episodes=0"]
     root = str(pathlib.Path(__file__).parents[2])
     run = subprocess.run([sys.executable, "-m", "neuroevo", "run", "ga", *quick,
                           "--generations", "1", "--set", "env.fire_on_life_loss=false",
+                          "--set", "env.fire_on_frozen_screen=0",
                           "--run-dir", str(tmp_path / "r")], cwd=root, capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     config = tmp_path / "r" / "config.yaml"
     text = config.read_text()
-    assert "  fire_on_life_loss: false\n" in text
-    config.write_text(text.replace("  fire_on_life_loss: false\n", ""))
+    lines = ("  fire_on_life_loss: false\n", "  fire_on_frozen_screen: 0\n")
+    assert all(line in text for line in lines)
+    for line in lines:
+        text = text.replace(line, "")
+    config.write_text(text)
     run_dir = RunDir(str(tmp_path / "r"))
     cfg = run_dir.load_config()
-    assert cfg.env.fire_on_life_loss is False
-    older = {k: v for k, v in identity(cfg).items() if k != "env.fire_on_life_loss"}
-    run_dir.check_identity(cfg, older)  # an identity saved before the key: the same run
+    assert cfg.env.fire_on_life_loss is False and cfg.env.fire_on_frozen_screen == 0
+    older = {k: v for k, v in identity(cfg).items()
+             if k not in ("env.fire_on_life_loss", "env.fire_on_frozen_screen")}
+    run_dir.check_identity(cfg, older)  # an identity saved before the keys: the same run
     cfg.env.fire_on_life_loss = True
     with pytest.raises(CheckpointError, match=r"env.fire_on_life_loss: False -> True"):
+        run_dir.check_identity(cfg, older)
+    cfg.env.fire_on_life_loss, cfg.env.fire_on_frozen_screen = False, 30
+    with pytest.raises(CheckpointError, match=r"env.fire_on_frozen_screen: 0 -> 30"):
         run_dir.check_identity(cfg, older)
     out = subprocess.run([sys.executable, "-m", "neuroevo", "resume", str(tmp_path / "r"),
                           "--generations", "2", "--no-progress"], cwd=root,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert "  fire_on_life_loss: false\n" in config.read_text()  # written back as it ran
+    assert all(line in config.read_text() for line in lines)  # written back as they ran
