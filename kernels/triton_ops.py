@@ -40,7 +40,7 @@ def _gemv(x_ptr, w_ptr, b_ptr, idx_ptr, out_ptr, n_in, n_out,
 def _gemm(x_ptr, w_ptr, b_ptr, idx_ptr, out_ptr, n_len, n_in, n_out,
           sxn, sxl, sxk, swm, swo, swk, sbm, sbo, son, sol, soo,
           HAS_BIAS: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_O: tl.constexpr,
-          BLOCK_K: tl.constexpr):
+          BLOCK_K: tl.constexpr, PRECISION: tl.constexpr):
     n = tl.program_id(0).to(tl.int64)  # offsets of large populations pass 2**31
     offs_l = tl.program_id(1) * BLOCK_L + tl.arange(0, BLOCK_L)
     offs_o = tl.program_id(2) * BLOCK_O + tl.arange(0, BLOCK_O)
@@ -52,9 +52,7 @@ def _gemm(x_ptr, w_ptr, b_ptr, idx_ptr, out_ptr, n_len, n_in, n_out,
                     mask=(offs_l[:, None] < n_len) & (offs_k[None, :] < n_in), other=0.0)
         bt = tl.load(w_ptr + m * swm + offs_k[:, None] * swk + offs_o[None, :] * swo,
                      mask=(offs_k[:, None] < n_in) & (offs_o[None, :] < n_out), other=0.0)
-        # Three TF32 products per tile: tensor cores at float32's accuracy (TF32 alone
-        # rounds inputs to 10 mantissa bits, which would blur a Deep GA mutation).
-        acc += tl.dot(a, bt, input_precision="tf32x3")
+        acc += tl.dot(a, bt, input_precision=PRECISION)
     if HAS_BIAS:
         acc += tl.load(b_ptr + m * sbm + offs_o * sbo, mask=offs_o < n_out, other=0.0)[None, :]
     tl.store(out_ptr + n * son + offs_l[:, None] * sol + offs_o[None, :] * soo, acc,
@@ -77,6 +75,9 @@ GEMV_BLOCK_O, GEMV_BLOCK_K = 32, 128
 # The im2col tile: on an H200 (2026-12-04, large net, population 1,000) 64x64x32 with
 # tf32x3 ran whole forwards at 182k/s, 32x32x32 with "ieee" (FMA, no tensor cores) at 118k/s.
 GEMM_BLOCK_L, GEMM_BLOCK_O, GEMM_BLOCK_K = 64, 64, 32
+# Three TF32 products per tile: tensor cores at float32's accuracy (TF32 alone rounds inputs
+# to 10 mantissa bits, which would blur a Deep GA mutation).
+GEMM_PRECISION = "tf32x3"
 
 
 def indexed_matmul(x: torch.Tensor, w: torch.Tensor, idx: torch.Tensor,
@@ -97,7 +98,8 @@ def indexed_matmul(x: torch.Tensor, w: torch.Tensor, idx: torch.Tensor,
     _gemm[grid](x, w, b, idx, out, length, k, o, x.stride(0), x.stride(1), x.stride(2),
                 w.stride(0), w.stride(1), w.stride(2), *sb, out.stride(0), out.stride(1),
                 out.stride(2), HAS_BIAS=bias is not None, BLOCK_L=GEMM_BLOCK_L,
-                BLOCK_O=GEMM_BLOCK_O, BLOCK_K=GEMM_BLOCK_K, enable_fp_fusion=True)
+                BLOCK_O=GEMM_BLOCK_O, BLOCK_K=GEMM_BLOCK_K, PRECISION=GEMM_PRECISION,
+                enable_fp_fusion=True)
     return out
 
 

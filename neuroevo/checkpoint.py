@@ -213,9 +213,9 @@ class RunDir:
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise CheckpointError(f"{path} is missing or corrupt ({reason}); this is not a "
                                   "neuroevo run directory") from None
-        for key in ("fire_on_life_loss", "fire_on_frozen_screen"):  # written before the
-            if not cfg.env.id and key not in data.get("env", {}):  # setting: it ran without
-                setattr(cfg.env, key, LEGACY_OFF[key])
+        for key, off in LEGACY_OFF.items():  # written before the setting: it ran without
+            if not cfg.env.id and key not in data.get("env", {}):
+                setattr(cfg.env, key, off)
         return cfg
 
     # -- the checkpoint -------------------------------------------------------------------

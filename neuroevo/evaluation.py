@@ -114,13 +114,16 @@ class EpisodeBatch:
         return cls.combine([(np.arange(starts[k], starts[k + 1]), b)
                             for k, b in enumerate(batches)], int(starts[-1]))
 
+    def _episodes(self, keep) -> dict:
+        """The per-episode extras of the episodes at ``keep`` (indices, a mask or a slice)."""
+        return {name: np.asarray(v)[keep] for name, v in self.extras.items()
+                if EXTRAS[name] == "episodes"}
+
     def select(self, keep: np.ndarray) -> EpisodeBatch:
         """The episodes at ``keep`` (indices or a mask) with their per-episode extras; the
         costs and per-member extras unchanged (they were spent)."""
-        episodes = {name: np.asarray(v)[keep] for name, v in self.extras.items()
-                    if EXTRAS[name] == "episodes"}
         return dataclasses.replace(self, fitness=self.fitness[keep], steps=self.steps[keep],
-                                   extras={**self.extras, **episodes})
+                                   extras={**self.extras, **self._episodes(keep)})
 
     def split(self, jobs: Sequence[Job], frameskip: int) -> list[EpisodeBatch]:
         """This batch of a pass over ``jobs``' members, in order, as one batch per job:
@@ -132,13 +135,11 @@ class EpisodeBatch:
             n = len(job.members())
             mine = slice(start, start + n)
             start += n
-            f, s = self.fitness[mine], self.steps[mine]
-            episodes = {name: np.asarray(v)[mine] for name, v in self.extras.items()
-                        if EXTRAS[name] == "episodes"}
-            frames = int(s.sum()) * frameskip
-            out.append(dataclasses.replace(self, fitness=f, steps=s, frames=frames,
-                                           extras={**self.extras, **episodes}) if k == 0
-                       else EpisodeBatch(f, s, frames, 0.0, extras=episodes))
+            part = self.select(mine)
+            frames = int(part.steps.sum()) * frameskip
+            out.append(dataclasses.replace(part, frames=frames) if k == 0 else
+                       EpisodeBatch(part.fitness, part.steps, frames, 0.0,
+                                    extras=self._episodes(mine)))
         return out
 
 

@@ -7,7 +7,8 @@ frames): the milliseconds of each part of a forward pass (patches and whole conv
 layer, the dense layer, the forward), then for each (BLOCK_L, BLOCK_O, BLOCK_K, precision,
 warps, stages) variant of ``triton_ops._gemm``: forwards/s, the largest error over the largest
 output against the reference (cuDNN, TF32 off), and whether 7 networks computed alone give
-the bits they give among 1,000. This is how the tile in ``kernels/triton_ops.py`` was chosen
+the bits they give among 1,000. Each variant launches ``triton_ops._gemm`` itself with its
+tile, precision, warps and stages. This is how the tile in ``kernels/triton_ops.py`` was chosen
 (experiments/bench/gpu-conv-variants-h200.json).
 """
 
@@ -19,7 +20,6 @@ import time
 
 import torch
 import triton
-import triton.language as tl
 
 import neuroevo.kernels.triton_ops as T
 from neuroevo.files import atomic_write
@@ -31,42 +31,18 @@ VARIANTS = [(32, 32, 32, "ieee", 4, 3), (64, 64, 32, "ieee", 4, 3),
             (64, 64, 32, "tf32x3", 4, 3), (128, 64, 32, "tf32x3", 4, 3)]
 
 
-@triton.jit
-def _gemm(x_ptr, w_ptr, b_ptr, idx_ptr, out_ptr, n_len, n_in, n_out,
-          sxn, sxl, sxk, swm, swo, swk, sbm, sbo, son, sol, soo,
-          HAS_BIAS: tl.constexpr, BLOCK_L: tl.constexpr, BLOCK_O: tl.constexpr,
-          BLOCK_K: tl.constexpr, PREC: tl.constexpr):
-    # triton_ops._gemm with the dot's precision as a parameter
-    n = tl.program_id(0).to(tl.int64)
-    offs_l = tl.program_id(1) * BLOCK_L + tl.arange(0, BLOCK_L)
-    offs_o = tl.program_id(2) * BLOCK_O + tl.arange(0, BLOCK_O)
-    m = tl.load(idx_ptr + n).to(tl.int64)
-    acc = tl.zeros((BLOCK_L, BLOCK_O), dtype=tl.float32)
-    for k0 in range(0, n_in, BLOCK_K):
-        offs_k = k0 + tl.arange(0, BLOCK_K)
-        a = tl.load(x_ptr + n * sxn + offs_l[:, None] * sxl + offs_k[None, :] * sxk,
-                    mask=(offs_l[:, None] < n_len) & (offs_k[None, :] < n_in), other=0.0)
-        bt = tl.load(w_ptr + m * swm + offs_k[:, None] * swk + offs_o[None, :] * swo,
-                     mask=(offs_k[:, None] < n_in) & (offs_o[None, :] < n_out), other=0.0)
-        acc += tl.dot(a, bt, input_precision=PREC)
-    if HAS_BIAS:
-        acc += tl.load(b_ptr + m * sbm + offs_o * sbo, mask=offs_o < n_out, other=0.0)[None, :]
-    tl.store(out_ptr + n * son + offs_l[:, None] * sol + offs_o[None, :] * soo, acc,
-             mask=(offs_l[:, None] < n_len) & (offs_o[None, :] < n_out))
-
-
 def variant(original, bl, bo, bk, prec, warps, stages):
-    """``triton_ops.indexed_matmul`` with the im2col launch replaced by this variant's."""
+    """``triton_ops.indexed_matmul`` with the im2col kernel launched as this variant."""
     def indexed_matmul(x, w, idx, bias, out):
         if x.dim() == 2:
             return original(x, w, idx, bias, out)
         b = bias if bias is not None else w
         sb = (b.stride(0), b.stride(1)) if bias is not None else (0, 0)
         grid = (x.shape[0], triton.cdiv(x.shape[1], bl), triton.cdiv(w.shape[1], bo))
-        _gemm[grid](x, w, b, idx.contiguous(), out, x.shape[1], w.shape[2], w.shape[1],
-                    *x.stride(), *w.stride(), *sb, *out.stride(), HAS_BIAS=bias is not None,
-                    BLOCK_L=bl, BLOCK_O=bo, BLOCK_K=bk, PREC=prec, num_warps=warps,
-                    num_stages=stages, enable_fp_fusion=True)
+        T._gemm[grid](x, w, b, idx.contiguous(), out, x.shape[1], w.shape[2], w.shape[1],
+                      *x.stride(), *w.stride(), *sb, *out.stride(), HAS_BIAS=bias is not None,
+                      BLOCK_L=bl, BLOCK_O=bo, BLOCK_K=bk, PRECISION=prec, num_warps=warps,
+                      num_stages=stages, enable_fp_fusion=True)
         return out
     return indexed_matmul
 

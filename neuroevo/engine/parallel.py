@@ -35,10 +35,6 @@ class ParallelEvaluator:
     def layout(self) -> dict:
         return {**self.parts[0].layout(), "workers": len(self.parts)}
 
-    @property
-    def env(self):
-        return self.parts[0].env
-
     def evaluate(self, jobs: list[Job], on_episode: OnEpisode | None = None
                  ) -> list[EpisodeBatch]:
         """``PipelinedEvaluator.evaluate`` over the parts: episode ``n`` of the pass (the

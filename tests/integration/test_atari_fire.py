@@ -26,10 +26,10 @@ PROTOCOL = dict(batch_size=0, repeat_action_probability=0.0, frameskip=4, noop_m
                 grayscale=True, img_height=84, img_width=84, stack_num=4)
 
 
-def noop_steps(fire: bool, cap: int) -> tuple[int, bool]:
-    """Agent steps of a NOOP policy's breakout episode, cut at ``cap``, and whether it ended
-    by itself."""
-    pool = AtariPool(AtariConfig("breakout", fire_on_life_loss=fire), 1, num_threads=1)
+def noop_steps(config: AtariConfig, cap: int = 5000) -> tuple[int, bool]:
+    """Agent steps of a NOOP policy's episode, cut at ``cap``, and whether it ended by
+    itself."""
+    pool = AtariPool(config, 1, num_threads=1)
     pool.reset(np.ones(1, bool), [11])
     steps, done = 0, False
     while steps < cap and not done:
@@ -41,9 +41,9 @@ def noop_steps(fire: bool, cap: int) -> tuple[int, bool]:
 
 
 def test_a_noop_policy_loses_its_lives_with_the_setting_and_idles_without():
-    steps, over = noop_steps(fire=True, cap=5000)
+    steps, over = noop_steps(AtariConfig("breakout", fire_on_life_loss=True))
     assert over and steps < 500  # five lives, FIRE after each lost one: game over
-    steps, over = noop_steps(fire=False, cap=5000)
+    steps, over = noop_steps(AtariConfig("breakout", fire_on_life_loss=False))
     assert not over and steps == 5000  # the ball never comes back: a frozen screen to the cap
 
 
@@ -53,27 +53,37 @@ def test_fire_action_is_read_from_the_action_set():
     assert fire_action("freeway") is None  # NOOP, UP, DOWN: nothing to press
 
 
-def by_hand(seeds: list[int], actions: np.ndarray, restart: dict[int, tuple[int, int]]):
-    """The reference: one ale-py vector env per pool env, FIRE pressed by hand on the step
-    after ``info["lives"]`` dropped while the game goes on. ``restart[t] = (env, seed)``
-    starts env's episode again before step ``t``."""
-    envs = [AtariVectorEnv("breakout", 1, num_threads=1, **PROTOCOL) for _ in seeds]
-    lives, fire, out = [], [], []
-    for env, seed in zip(envs, seeds, strict=True):
-        obs, info = env.reset(seed=np.array([seed]))
-        lives.append(info["lives"][0])
-        fire.append(False)
+def by_hand(game: str, seeds: list[int], actions: np.ndarray,
+            restart: dict[int, tuple[int, int]], limit: int = 0):
+    """The reference: one ale-py vector env per pool env; FIRE pressed by hand on the step
+    after ``info["lives"]`` dropped while the game goes on and, with ``limit``, after
+    ``limit`` steps whose newest frame equals the one before (the count starting again after
+    each press). ``restart[t] = (env, seed)`` starts env's episode again before step ``t``."""
+    fire_index = fire_action(game)
+    envs = [AtariVectorEnv(game, 1, num_threads=1, **PROTOCOL) for _ in seeds]
+    lives, fire, still, newest = ([None] * len(seeds) for _ in range(4))
+    out = []
+
+    def start(i, seed):
+        obs, info = envs[i].reset(seed=np.array([seed]))
+        lives[i], fire[i], still[i], newest[i] = info["lives"][0], False, 0, obs[0, -1]
+
+    for i, seed in enumerate(seeds):
+        start(i, seed)
     for t, row in enumerate(actions):
         if t in restart:
-            i, seed = restart[t]
-            _, info = envs[i].reset(seed=np.array([seed]))
-            lives[i], fire[i] = info["lives"][0], False
+            start(*restart[t])
         step = []
         for i, env in enumerate(envs):
-            env.send(np.array([1 if fire[i] else row[i]], dtype=np.int32))
+            env.send(np.array([fire_index if fire[i] else row[i]], dtype=np.int32))
             obs, reward, terminated, truncated, info = env.recv()
             done = bool(terminated[0] or truncated[0])
-            fire[i] = info["lives"][0] < lives[i] and not done
+            still[i] = still[i] + 1 if np.array_equal(obs[0, -1], newest[i]) else 0
+            newest[i] = obs[0, -1]
+            pressed = bool(limit) and still[i] >= limit
+            if pressed:
+                still[i] = 0
+            fire[i] = (info["lives"][0] < lives[i] or pressed) and not done
             lives[i] = info["lives"][0]
             step.append((obs[0], reward[0], done))
         out.append(step)
@@ -88,7 +98,7 @@ def test_the_pool_equals_ale_py_with_fire_inserted_by_hand():
     seeds, steps = [3, 4, 5], 260
     actions = rng.choice([0, 2, 3], size=(steps, 3)).astype(np.int32)  # never FIRE itself
     restart = {130: (1, 99)}
-    ref = by_hand(seeds, actions, restart)
+    ref = by_hand("breakout", seeds, actions, restart)
     pool = AtariPool(AtariConfig("breakout", fire_on_life_loss=True), 3, num_threads=2)
     pool.reset(np.ones(3, bool), seeds)
     ended, fired = np.zeros(3, bool), 0
@@ -111,58 +121,12 @@ def test_the_pool_equals_ale_py_with_fire_inserted_by_hand():
     assert fired >= 6  # lives were lost and FIRE inserted: the comparison is not vacuous
 
 
-def bowling_noop(frozen: int) -> tuple[int, bool]:
-    """Agent steps of a NOOP policy's bowling game (no lives: only a frozen screen tells that
-    it waits for FIRE), cut at 5,000, and whether it ended by itself."""
-    pool = AtariPool(AtariConfig("bowling", fire_on_life_loss=True,
-                                 fire_on_frozen_screen=frozen), 1, num_threads=1)
-    pool.reset(np.ones(1, bool), [11])
-    steps, done = 0, False
-    while steps < 5000 and not done:
-        pool.send(np.zeros(1, dtype=np.int32))
-        done = bool(pool.recv()[2][0])
-        steps += 1
-    pool.close()
-    return steps, done
-
-
 def test_a_game_waiting_for_fire_goes_on_with_the_frozen_screen_rule_and_idles_without():
-    steps, over = bowling_noop(frozen=30)
+    """Bowling has no lives: only a frozen screen tells that it waits for FIRE."""
+    steps, over = noop_steps(AtariConfig("bowling", fire_on_life_loss=True,
+                                         fire_on_frozen_screen=30))
     assert over and steps < 4000  # ten frames bowled, each started by a FIRE on a still screen
-    assert bowling_noop(frozen=0) == (5000, False)  # the first ball is never thrown
-
-
-def frozen_by_hand(game: str, seeds: list[int], actions: np.ndarray, limit: int):
-    """The reference for both rules: one ale-py vector env per pool env; FIRE pressed by
-    hand on the step after a lost life, and after ``limit`` steps whose newest frame equals
-    the one before (the count starting again after each press)."""
-    fire_index = fire_action(game)
-    envs = [AtariVectorEnv(game, 1, num_threads=1, **PROTOCOL) for _ in seeds]
-    lives, fire, still, newest, out = [], [], [], [], []
-    for env, seed in zip(envs, seeds, strict=True):
-        obs, info = env.reset(seed=np.array([seed]))
-        lives.append(info["lives"][0])
-        fire.append(False)
-        still.append(0)
-        newest.append(obs[0, -1])
-    for row in actions:
-        step = []
-        for i, env in enumerate(envs):
-            env.send(np.array([fire_index if fire[i] else row[i]], dtype=np.int32))
-            obs, reward, terminated, truncated, info = env.recv()
-            done = bool(terminated[0] or truncated[0])
-            still[i] = still[i] + 1 if np.array_equal(obs[0, -1], newest[i]) else 0
-            newest[i] = obs[0, -1]
-            pressed = still[i] >= limit
-            if pressed:
-                still[i] = 0
-            fire[i] = (info["lives"][0] < lives[i] or pressed) and not done
-            lives[i] = info["lives"][0]
-            step.append((obs[0], reward[0], done))
-        out.append(step)
-    for env in envs:
-        env.close()
-    return out
+    assert noop_steps(AtariConfig("bowling", fire_on_life_loss=True)) == (5000, False)
 
 
 @pytest.mark.parametrize("game", ["gopher", "bowling"])
@@ -172,7 +136,7 @@ def test_the_pool_equals_ale_py_with_fire_on_frozen_screens_inserted_by_hand(gam
     seeds, steps, limit = [3, 4], 400, 8
     # never FIRE itself, mostly NOOP: still screens come often
     actions = rng.choice([0, 2, 3], size=(steps, 2), p=[0.8, 0.1, 0.1]).astype(np.int32)
-    ref = frozen_by_hand(game, seeds, actions, limit)
+    ref = by_hand(game, seeds, actions, {}, limit)
     pool = AtariPool(AtariConfig(game, fire_on_life_loss=True, fire_on_frozen_screen=limit),
                      2, num_threads=2)
     pool.reset(np.ones(2, bool), seeds)
