@@ -41,6 +41,8 @@ from neuroevo.policy.heads import to_actions
 class BenchConfig:
     game: str = "breakout"
     env: str = ""  # a gymnasium id (MuJoCo tasks included): ES on it instead of GA on ``game``
+    algo: str = ""  # the algorithm whose generations the engine runs ("": ga on a game, es
+    # on an env id, the papers' pairings; any name in neuroevo.optim.ALGORITHMS)
     net: str = ""  # "": large for a game, mlp (256-256, the paper's) for an id
     population: int = 64
     seconds: float = 20.0  # per measurement and round
@@ -83,23 +85,24 @@ def check_bench(cfg: BenchConfig) -> None:
 
 
 def run_config(b: BenchConfig) -> Config:
-    """The run the bench measures: ``neuroevo run ga`` on ``game``, or ``neuroevo run es`` on
-    ``env``, with the bench's flags, so the engine figure is that of a run with every default
-    (truncation, elite validation, centre episodes, observation normalisation) of ``run``."""
+    """The run the bench measures: ``neuroevo run ALGO`` on ``game`` or ``env`` (default: ga
+    on a game, es on an env), with the bench's flags, so the engine figure is that of a run
+    with every default (elite validation, centre episodes, observation normalisation) of
+    ``run``."""
     cfg = Config(seed=b.seed)
     net = b.net or ("mlp" if b.env else "large")
-    where = (("algo.name", "es"), ("env.id", b.env)) if b.env else (("env.game", b.game),)
-    for key, value in (*where, ("env.episode_cap", b.episode_cap),
+    algo = b.algo or ("es" if b.env else "ga")
+    where = (("env.id", b.env),) if b.env else (("env.game", b.game),)
+    for key, value in (*where, ("algo.name", algo), ("env.episode_cap", b.episode_cap),
                        ("net.name", net), ("algo.population", b.population),
                        ("engine.device", b.device), ("engine.subsets", b.subsets or 0),
                        ("engine.slots", b.slots or 0), ("engine.env_threads", b.env_threads),
                        ("engine.workers", b.workers)):
         override(cfg, key, value)
     apply_sets(cfg, b.sets)
-    if cfg.env.id != b.env or cfg.algo.name != ("es" if b.env else "ga") or \
-            cfg.engine.backend != "local":
-        raise ConfigError("neuroevo bench measures Deep GA on --game or OpenAI-ES on --env in "
-                          "this process; leave env.id, algo.name and engine.backend to it")
+    if cfg.env.id != b.env or cfg.algo.name != algo or cfg.engine.backend != "local":
+        raise ConfigError("neuroevo bench measures --algo on --game or --env in this process; "
+                          "leave env.id, algo.name and engine.backend to those flags")
     return cfg
 
 

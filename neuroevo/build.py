@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, replace
 
 import torch
 
 import neuroevo
-from neuroevo.config import DEFAULT_GENERATIONS, Config, check, freeze, from_dict, thaw, to_dict
+from neuroevo.config import (
+    DEFAULT_GENERATIONS,
+    Config,
+    check,
+    freeze,
+    from_dict,
+    params_of,
+    thaw,
+    to_dict,
+)
 from neuroevo.engine.parallel import default_workers, make_evaluator
 from neuroevo.engine.pipeline import default_layout, resolve_device
 from neuroevo.envs.base import random_play
 from neuroevo.envs.spec import EnvSpec, env_spec
-from neuroevo.errors import CheckpointError, ConfigError, UnknownName
+from neuroevo.errors import CheckpointError, ConfigError
 from neuroevo.evaluation import Evaluator
 from neuroevo.kernels import from_environment
 from neuroevo.noise import NoiseTable, default_size
-from neuroevo.optim import OPTIMIZERS
+from neuroevo.optim import ALGORITHMS, Start
 from neuroevo.policy.batched import BatchedPolicy
 from neuroevo.policy.nets import build_template, normc
 from neuroevo.policy.obsnorm import ObsNorm
@@ -63,15 +71,9 @@ def resolve(cfg: Config) -> Config:
     as given: automatic values are chosen again on the machine that runs it."""
     check(cfg)
     out, env = thaw(cfg), env_spec(cfg.env)
-    a = out.algo
-    if a.name not in OPTIMIZERS:
-        raise UnknownName("algorithm", a.name, OPTIMIZERS)
-    if a.name in ("ga", "es") and a.sigma is None:
-        a.sigma = inspect.signature(OPTIMIZERS[a.name]).parameters["sigma"].default
-    if a.name == "ga" and not a.truncation:
-        a.truncation = max(1, min(20, a.population // 5))
-    if a.name != "es":
-        a.elite_candidates = min(a.elite_candidates, a.population)
+    params = params_of(out).resolved(out.algo.population)
+    for key in ALGORITHMS[out.algo.name].config_keys():
+        setattr(out.algo, key, getattr(params, key))
     if out.net.name == "auto":
         out.net.name = "small" if env.image else "mlp"
     if out.env.obs_norm == "auto":
@@ -89,34 +91,26 @@ def resolve(cfg: Config) -> Config:
     return freeze(out)
 
 
+def initial_center(cfg: Config, spec: ParamSpec) -> torch.Tensor:
+    """One random network from the run's seed, the centre a distribution starts at: on vector
+    observations (MLP) OpenAI's MuJoCo initialisation, normc(1.0) hidden and normc(0.01)
+    output; else the policy's own initialisation."""
+    noise = NoiseTable.shared(size=default_size(spec.num_params))  # the optimizers' default
+    raw = noise.slice(cfg.seed, spec.num_params)
+    return normc(spec, raw) if cfg.net.name == "mlp" else raw * spec.init_std()
+
+
 def make_optimizer(cfg: Config, spec: ParamSpec):
-    a = cfg.algo
-    if a.name not in OPTIMIZERS:
-        raise UnknownName("algorithm", a.name, OPTIMIZERS)
-    common = dict(population_size=a.population, seed=cfg.seed)
-    if a.rank:
-        common.update(rank=a.rank, shapes=[e.shape for e in spec])
-    if a.sigma is not None:
-        common["sigma"] = a.sigma
-    if a.name == "es":
-        # ES starts from one random network: on vector observations (MLP) OpenAI's MuJoCo
-        # initialisation, normc(1.0) hidden and normc(0.01) output; else the policy's own.
-        noise = NoiseTable.shared(size=default_size(spec.num_params))  # the optimizer's default
-        raw = noise.slice(cfg.seed, spec.num_params)
-        center = normc(spec, raw) if cfg.net.name == "mlp" else raw * spec.init_std()
-        return OPTIMIZERS["es"](center=center, lr=a.lr, l2=a.l2,
-                                center_episodes=a.validation_episodes, **common)
-    extra = {"truncation": a.truncation} if a.name == "ga" else {}
-    return OPTIMIZERS[a.name](spec.num_params, init_std=spec.init_std(),
-                              elite_candidates=a.elite_candidates,
-                              validation_episodes=a.validation_episodes, **extra, **common)
+    """The optimizer of a resolved ``cfg``: its algorithm's ``from_config``."""
+    start = Start(spec.num_params, cfg.algo.population, cfg.seed, spec.init_std(),
+                  tuple(e.shape for e in spec), lambda: initial_center(cfg, spec))
+    return ALGORITHMS[cfg.algo.name].from_config(params_of(cfg), start)
 
 
 def logging_episodes(cfg: Config) -> int:
     """The most episodes that join a generation's pass besides its population
-    (``loop.logging_jobs``): ES's centre episodes and the test phase's, in a resolved ``cfg``."""
-    a = cfg.algo
-    return (a.validation_episodes if a.name == "es" else 0) + a.test_episodes
+    (``loop.logging_jobs``): the centre's episodes and the test phase's, in a resolved ``cfg``."""
+    return params_of(cfg).logging_episodes() + cfg.algo.test_episodes
 
 
 def _hidden(text: str) -> tuple[int, ...]:

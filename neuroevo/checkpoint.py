@@ -38,18 +38,36 @@ import yaml
 from neuroevo.config import Config, from_dict, identity, parse_yaml, to_dict
 from neuroevo.errors import CheckpointError, ConfigError
 from neuroevo.files import atomic_write, is_temporary, storage_error
-from neuroevo.genomes import Perturbation, SeedChain
 from neuroevo.loop import Callback, Totals
 from neuroevo.metrics import CSV_COLUMNS
-from neuroevo.optim.adam import AdamState
+from neuroevo.optim import ALGORITHMS
 from neuroevo.policy.export import policy_bytes
 from neuroevo.serial import load_file, loads_strict, save_file
 
 STATE_FORMAT = "neuroevo.checkpoint/2"
-STATE_TYPES = {cls.__name__: cls for cls in (SeedChain, Perturbation, AdamState, Totals)}
 # Atari settings added after runs were written: a config or checkpoint without one ran as
 # this value (off).
 LEGACY_OFF = {"fire_on_life_loss": False, "fire_on_frozen_screen": 0}
+# Before the algorithm registry every run's config held every algo key, those its
+# algorithm ignores at these defaults; they now stay None (the algorithm does not use them).
+LEGACY_ALGO = {"sigma": None, "truncation": 0, "elite_candidates": 5,
+               "validation_episodes": 5, "lr": 0.01, "l2": 0.005, "rank": 0}
+
+
+def state_types() -> dict[str, type]:
+    """The classes a checkpoint may hold: every registered optimizer's, and ``Totals``."""
+    return {**ALGORITHMS.state_types(), "Totals": Totals}
+
+
+def _legacy_algo(algo: dict, prefix: str = "") -> dict:
+    """``algo`` (a config's section, or an identity's ``algo.*`` keys with ``prefix``)
+    without the keys its algorithm ignores that a run before the registry wrote at their
+    defaults."""
+    name = algo.get(prefix + "name", "ga")
+    used = ALGORITHMS[name].config_keys() if name in ALGORITHMS else ()
+    return {k: v for k, v in algo.items() if not (
+        k.removeprefix(prefix) in LEGACY_ALGO and k.removeprefix(prefix) not in used
+        and v == LEGACY_ALGO[k.removeprefix(prefix)])}
 # What a run writes; ``--force`` removes all of it (and stale temporary files) first.
 RUN_FILES = ("config.yaml", "run.json", "metrics.jsonl", "metrics.csv", "elite.json",
              "policy.safetensors", "policy.pt")
@@ -208,6 +226,8 @@ class RunDir:
         try:
             with open(path) as f:
                 data = parse_yaml(f)
+            if isinstance(data, dict) and isinstance(data.get("algo"), dict):
+                data = {**data, "algo": _legacy_algo(data["algo"])}
             cfg = from_dict(data)
         except (OSError, ValueError, yaml.YAMLError, AttributeError, ConfigError) as e:
             reason = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -236,14 +256,11 @@ class RunDir:
 
     def write_policy(self, optimizer, totals: Totals, policy, obs_norm, arch) -> None:
         """``elite.json`` and ``policy.safetensors`` from the optimizer's state."""
-        elite = getattr(optimizer, "elite", None)
-        if elite is not None:
-            atomic_write(self.file("elite.json"), elite.to_json(
+        params = optimizer.deployed_params()
+        if optimizer.deploys == "elite" and params is not None:
+            atomic_write(self.file("elite.json"), optimizer.elite.to_json(
                 score=finite(optimizer.state.elite_score), generation=totals.generation - 1,
                 noise=optimizer.noise.spec, num_params=optimizer.num_params))
-            params = optimizer.decoder().decode(elite)
-        else:
-            params = getattr(optimizer, "center", None)
         if params is not None and policy is not None and arch is not None:
             atomic_write(self.file("policy.safetensors"), policy_bytes(
                 policy.spec.unflatten(params), arch, totals.generation - 1, obs_norm,
@@ -259,7 +276,7 @@ class RunDir:
                                       "the run again")
             raise CheckpointError(f"{self.path} has no checkpoint yet (it stopped before its "
                                   "first generation ended); start it again with 'neuroevo run'")
-        _, state = load_file(self.checkpoint, STATE_TYPES, STATE_FORMAT)
+        _, state = load_file(self.checkpoint, state_types(), STATE_FORMAT)
         if not isinstance(state, dict) or not isinstance(state.get("totals"), Totals):
             raise CheckpointError(f"{self.checkpoint} holds no neuroevo run state")
         if cfg is not None:
@@ -269,13 +286,13 @@ class RunDir:
     def check_identity(self, cfg: Config, saved: dict) -> None:
         """Refuse a config that defines another run than the checkpoint's (budget and machine
         layout may change)."""
-        mine = identity(cfg)
+        mine, saved = identity(cfg), _legacy_algo(saved, "algo.")
         for key, off in LEGACY_OFF.items():  # saved before the setting: it ran without
             if f"env.{key}" not in saved:
                 saved = {**saved, f"env.{key}": None if saved.get("env.id") else off}
-        if mine == saved:
-            return
         changed = sorted(k for k in set(mine) | set(saved) if mine.get(k) != saved.get(k))
+        if not changed:  # a key one side lacks is None (an algorithm's key it does not use)
+            return
         shown = ", ".join(f"{k}: {saved.get(k)!r} -> {mine.get(k)!r}" for k in changed[:3])
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
         raise CheckpointError(f"the config differs from the run its checkpoint saved ({shown}"

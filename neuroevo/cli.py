@@ -16,6 +16,7 @@ import time
 
 import neuroevo
 from neuroevo.errors import NeuroevoError
+from neuroevo.optim import ALGORITHMS
 
 
 class Stopped(KeyboardInterrupt):
@@ -220,7 +221,8 @@ def _bench(args) -> int:
     if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
         raise ConfigError(f"--json {args.json}: its directory does not exist; create it first")
 
-    cfg = BenchConfig(game=args.game, env=args.env, net=args.net, population=args.population,
+    cfg = BenchConfig(game=args.game, env=args.env, algo=args.algo, net=args.net,
+                      population=args.population,
                       seconds=args.seconds, rounds=args.rounds, device=args.device,
                       subsets=args.subsets, slots=args.slots, env_threads=args.env_threads,
                       workers=args.workers, episode_cap=args.episode_cap, seed=args.seed,
@@ -265,9 +267,10 @@ def _plot(args) -> int:
 def _add_run(sub, fmt, d) -> None:
     """``neuroevo run``: its defaults are the config's (``d``)."""
     run = sub.add_parser("run", formatter_class=fmt, help="train a population on a game",
-                         description="Train with Deep GA (ga), OpenAI-ES (es) or random "
-                                     "search (rs). Defaults are quick CPU settings.")
-    run.add_argument("algo", help="ga | es | rs")
+                         description="Train with one of: " + "; ".join(
+                             f"{a.name}, {a.doc}" for a in ALGORITHMS.values()) +
+                         ". Defaults are quick CPU settings.")
+    run.add_argument("algo", help=" | ".join(ALGORITHMS))
     run.add_argument("--game", help=f"Atari ROM id, e.g. breakout, ms_pacman "
                                     f"(default: {d.env.game})")
     run.add_argument("--env", help="a gymnasium env id instead of a game, e.g. CartPole-v1")
@@ -360,6 +363,8 @@ def _add_bench(sub, fmt) -> None:
     bench.add_argument("--game", default="breakout", help="Atari ROM id (Deep GA generations)")
     bench.add_argument("--env", default="", help="a gymnasium id, e.g. HalfCheetah-v5: "
                        "OpenAI-ES generations on it instead of --game (frames: env steps)")
+    bench.add_argument("--algo", default="", help=f"{' | '.join(ALGORITHMS)}: whose "
+                       "generations the engine runs (default: ga on a game, es on --env)")
     bench.add_argument("--net", default="", help="large | small | mlp (default: large for a "
                        "game; for --env the paper's mlp, 256-256, or --set net.hidden=...)")
     bench.add_argument("--population", type=int, default=64, help="members per generation")

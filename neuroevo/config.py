@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from neuroevo.errors import ConfigError, StateError, UnknownName
+from neuroevo.optim import ALGORITHMS
 
 
 class _Section:
@@ -32,20 +33,43 @@ class _Section:
 
 @dataclass
 class AlgoConfig(_Section):
-    name: str = "ga"  # ga | es | rs
+    """The keys every algorithm has; ``algo_section`` adds every registered algorithm's own
+    keys (``neuroevo.optim.ALGORITHMS``: each algorithm's ``Params`` documents them), None
+    meaning the algorithm's default until ``build.resolve`` writes the value the run takes."""
+
+    name: str = "ga"  # the algorithm: ga | es | rs | any name in neuroevo.optim.ALGORITHMS
     population: int = 64  # members per generation (paper GA: 1000)
-    sigma: float | None = None  # mutation / perturbation std (None: the algorithm's default)
-    truncation: int = 0  # GA parents (0: population // 5, at most 20; paper: 20)
-    elite_candidates: int = 5  # GA/RS members re-evaluated for the elite (paper: 10)
-    validation_episodes: int = 5  # episodes per GA/RS elite candidate (paper: 30); ES: centre
-    # episodes per generation, for logging only
-    lr: float = 0.01  # ES Adam step size
-    l2: float = 0.005  # ES L2 coefficient
-    test_episodes: int = 10  # the papers' test score: episodes of the elite (ES: the centre)
-    # outside the budget (paper: 200; 0: no test phase)
+    test_episodes: int = 10  # the papers' test score: episodes of the deployed network (the
+    # elite or the centre) outside the budget (paper: 200; 0: no test phase)
     test_every: int = 10  # generations between test phases; the last generation is tested too
-    rank: int = 0  # ES/GA: perturb each weight matrix by a rank-r product (EGGROLL,
-    # neuroevo.lowrank); 0: full rank, as the papers
+
+    def __reduce__(self):  # the section's class is made at run time: pickle its values
+        return _algo_from_values, (dict(vars(self)),)
+
+
+_SECTION: dict = {}
+
+
+def algo_section() -> type:
+    """``AlgoConfig`` with every registered algorithm's keys (rebuilt when one registers)."""
+    if _SECTION.get("version") != ALGORITHMS.version:
+        extra = [(key, hint | None, field(default=None))
+                 for key, hint in ALGORITHMS.key_types().items()]
+        _SECTION.update(version=ALGORITHMS.version, type=dataclasses.make_dataclass(
+            "AlgoConfig", extra, bases=(AlgoConfig,), namespace={"__module__": __name__}))
+    return _SECTION["type"]
+
+
+def _algo_from_values(values: dict) -> AlgoConfig:
+    frozen = values.pop("_frozen", False)
+    section = algo_section()(**values)
+    object.__setattr__(section, "_frozen", frozen)
+    return section
+
+
+def params_of(cfg: Config):
+    """The chosen algorithm's ``Params`` from ``cfg.algo`` (None: the algorithm's default)."""
+    return ALGORITHMS[cfg.algo.name].make_params(vars(cfg.algo))
 
 
 @dataclass
@@ -105,7 +129,7 @@ class BudgetConfig(_Section):
 @dataclass
 class Config(_Section):
     seed: int = 0
-    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    algo: AlgoConfig = field(default_factory=lambda: algo_section()())
     env: EnvConfig = field(default_factory=EnvConfig)
     net: NetConfig = field(default_factory=NetConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
@@ -285,12 +309,6 @@ def load(path: str) -> Config:
     return from_dict(data)
 
 
-# Keys each algorithm reads; any other algo.* key set away from its default is a mistake.
-_TESTS = {"test_episodes", "test_every"}
-ALGO_KEYS = {"ga": {"population", "sigma", "truncation", "elite_candidates",
-                    "validation_episodes", "rank", *_TESTS},
-             "rs": {"population", "elite_candidates", "validation_episodes", *_TESTS},
-             "es": {"population", "sigma", "lr", "l2", "validation_episodes", "rank", *_TESTS}}
 # unused by gymnasium ids
 ATARI_KEYS = {"game", "sticky_actions", "noop_max", "frameskip", "fire_on_life_loss",
               "fire_on_frozen_screen"}
@@ -305,15 +323,8 @@ def _ranges(cfg: Config) -> list[tuple[str, object, bool, str]]:
     return [
         ("seed", cfg.seed, cfg.seed >= 0, ">= 0"),
         ("algo.population", a.population, a.population >= 1, ">= 1"),
-        ("algo.sigma", a.sigma, a.sigma is None or a.sigma > 0, "> 0 (or none: the default)"),
-        ("algo.truncation", a.truncation, a.truncation >= 0, ">= 0 (0: automatic)"),
-        ("algo.elite_candidates", a.elite_candidates, a.elite_candidates >= 0, ">= 0"),
-        ("algo.validation_episodes", a.validation_episodes, a.validation_episodes >= 0, ">= 0"),
-        ("algo.lr", a.lr, a.lr > 0, "> 0"),
-        ("algo.l2", a.l2, a.l2 >= 0, ">= 0"),
         ("algo.test_episodes", a.test_episodes, a.test_episodes >= 0, ">= 0 (0: no test phase)"),
         ("algo.test_every", a.test_every, a.test_every >= 1, ">= 1 (generations)"),
-        ("algo.rank", a.rank, a.rank >= 0, ">= 0 (0: full rank)"),
         ("env.sticky_actions", e.sticky_actions, 0 <= e.sticky_actions <= 1, "in [0, 1]"),
         ("env.noop_max", e.noop_max, e.noop_max >= 0, ">= 0"),
         ("env.frameskip", e.frameskip, e.frameskip >= 1, ">= 1"),
@@ -346,12 +357,12 @@ def _ranges(cfg: Config) -> list[tuple[str, object, bool, str]]:
 
 def unused(cfg: Config) -> list[tuple[str, str]]:
     """``(key, why)`` for every key set away from its default that this run would ignore."""
-    d, out = Config(), []
-    if cfg.algo.name in ALGO_KEYS:
-        for f in dataclasses.fields(AlgoConfig):
-            if f.name != "name" and f.name not in ALGO_KEYS[cfg.algo.name] and \
-                    getattr(cfg.algo, f.name) != getattr(d.algo, f.name):
-                out.append((f"algo.{f.name}", f"the {cfg.algo.name} algorithm does not use it"))
+    d, out, mine = Config(), [], ALGORITHMS[cfg.algo.name].config_keys()
+    for key in ALGORITHMS.key_types():
+        if key not in mine and getattr(cfg.algo, key, None) is not None:
+            users = ALGORITHMS.users(key)
+            out.append((f"algo.{key}", f"the {cfg.algo.name} algorithm does not use it ("
+                        f"{', '.join(users)} use{'s' if len(users) == 1 else ''} it)"))
     if cfg.env.id:
         out += [(f"env.{k}", f"it configures Atari games, and env.id={cfg.env.id!r} is set")
                 for k in sorted(ATARI_KEYS) if getattr(cfg.env, k) != getattr(d.env, k)]
@@ -375,6 +386,7 @@ def check(cfg: Config) -> None:
     for key, value, ok, allowed in _ranges(cfg):
         if not ok:
             raise ConfigError(f"{key} must be {allowed}, got {value!r}")
+    ALGORITHMS[cfg.algo.name].check(params_of(cfg))
     for key, why in unused(cfg):
         raise ConfigError(f"{key} is set but not used: {why}; remove it from the config or "
                           "the command line")

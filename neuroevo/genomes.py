@@ -203,18 +203,22 @@ class ChainDecoder:
 
 
 class PerturbationDecoder:
-    """Decodes ES members around a fixed centre on one device."""
+    """Decodes ES members around a fixed centre on one device: ``center + sign * sigma *
+    eps(seed)``, with ``sigma`` one float or a ``[D]`` tensor of per-parameter stds (PGPE,
+    sep-CMA-ES)."""
 
-    def __init__(self, noise: NoiseTable, center: torch.Tensor, sigma: float, device=None,
+    def __init__(self, noise: NoiseTable, center: torch.Tensor, sigma, device=None,
                  lowrank: LowRank | None = None):
-        self.noise, self.sigma, self.device = noise, float(sigma), torch.device(device or "cpu")
+        self.noise, self.device = noise, torch.device(device or "cpu")
+        self.sigma = (sigma.to(self.device, torch.float32) if isinstance(sigma, torch.Tensor)
+                      else float(sigma))
         self.center = center.to(self.device, torch.float32)
         self.num_params = center.numel()
         self.lowrank = lowrank  # perturbations of rank r per matrix; None: full rank
 
     def parts(self, genome: Perturbation) -> tuple[torch.Tensor, int, float] | None:
-        if self.lowrank is not None:
-            return None
+        if self.lowrank is not None or isinstance(self.sigma, torch.Tensor):
+            return None  # slot storage takes one scale per member
         return (self.center, self.noise.offset(genome.seed, self.num_params),
                 genome.sign * self.sigma)
 

@@ -45,7 +45,6 @@ from neuroevo.engine.obsstats import merge as merge_obs_stats
 from neuroevo.errors import StateError
 from neuroevo.evaluation import EpisodeBatch, Evaluator, Job, OnEpisode
 from neuroevo.memory import release_free_memory
-from neuroevo.metrics import TOLD
 
 
 @dataclass
@@ -166,9 +165,9 @@ def one_generation(optimizer, evaluator: Evaluator, totals: Totals,
             row.update(fitness_max=metrics["fitness_max"], fitness_mean=metrics["fitness_mean"],
                        fitness_min=metrics["fitness_min"],
                        episode_steps_mean=float(np.mean(result.steps)))
-        for key in TOLD:
-            if key in metrics:
-                row[key] = metrics[key]
+        for metric in optimizer.metrics:  # the keys of tell's metrics that rows hold
+            if metric.name in metrics:
+                row[metric.name] = metrics[metric.name]
         if metrics["generation_done"]:
             break
     counted, passes = EpisodeBatch.combine(budgeted), EpisodeBatch.combine(every)

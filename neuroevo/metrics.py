@@ -4,7 +4,8 @@
 key means and where it appears: ``metrics.jsonl`` keeps every key of every row, and the
 CSV columns, the TensorBoard scalars, the live line of ``neuroevo run`` and the series of
 ``neuroevo plot`` are all read from here. A new metric is one entry below (and the code
-that computes it).
+that computes it); an algorithm's own metrics are declared by its optimizer class
+(``Optimizer.metrics``, ``neuroevo.optim.registry``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ class Metric:
     board: bool = False  # a TensorBoard scalar, against frames
     live: str = ""  # the live line shows it as ``live.format(value)``
     plot: str = ""  # ``neuroevo plot`` draws it as a score series with this label
-    told: bool = False  # reported by the optimizer's ``tell`` when it has it (any phase)
 
 
 METRICS = (
@@ -34,11 +34,12 @@ METRICS = (
     Metric("fitness_mean", "mean training episode return", csv=True, board=True,
            live="mean {:>8.1f}", plot="population mean"),
     Metric("fitness_min", "worst training episode return", csv=True, board=True),
-    Metric("elite_score", "GA/RS: the elite's mean over its validation episodes", csv=True,
-           board=True, live="elite {:>8.1f}", plot="elite (validated mean)", told=True),
-    Metric("center_score", "ES: the centre's mean over its own episodes (outside the budget)",
-           csv=True, board=True, live="centre {:>8.1f}", plot="ES centre (mean, own episodes)",
-           told=True),
+    Metric("elite_score", "the elite's mean over its validation episodes (an algorithm that "
+           "deploys an elite: GA, RS)", csv=True,
+           board=True, live="elite {:>8.1f}", plot="elite (validated mean)"),
+    Metric("center_score", "the centre's mean over its own episodes, outside the budget (an "
+           "algorithm that deploys a centre: ES, PGPE, sep-CMA-ES)", csv=True, board=True,
+           live="centre {:>8.1f}", plot="centre (mean, own episodes)"),
     Metric("test_score", "the papers' test score: the elite's (ES: the centre's) mean over "
            "test_episodes fresh episodes at the env's own limit, outside the budget",
            csv=True, board=True, live="test {:>8.1f}", plot="test score (mean)"),
@@ -55,16 +56,17 @@ METRICS = (
     Metric("generation_frames", "budgeted frames of this generation"),
     Metric("eval_frames", "frames of episodes run outside the budget (ES centre)"),
     Metric("best_fitness", "best training episode return of the run so far"),
-    Metric("sigma", "the mutation / perturbation scale used", told=True),
-    Metric("grad_norm", "ES: norm of the gradient estimate", told=True),
-    Metric("update_ratio", "ES: norm of the update over the norm of the centre", told=True),
+    Metric("sigma", "the mutation / perturbation scale used (sep-CMA-ES: its step size)"),
+    Metric("stdev_mean", "PGPE, sep-CMA-ES: the mean per-parameter std of the search "
+           "distribution after the update"),
+    Metric("grad_norm", "ES: norm of the gradient estimate"),
+    Metric("update_ratio", "ES: norm of the update over the norm of the centre"),
     Metric("bytes_per_generation", "distributed: driver <-> worker message bytes"),
     Metric("timings", "seconds per pipeline stage, summed over the generation's phases"),
 )
 BY_NAME = {m.name: m for m in METRICS}
 CSV_COLUMNS = tuple(m.name for m in METRICS if m.csv)
 SCALARS = tuple(m.name for m in METRICS if m.board)
-TOLD = tuple(m.name for m in METRICS if m.told)
 # the live line's order: where the run is, then the scores
 LIVE_ORDER = ("generation", "frames", "fps", "fitness_max", "fitness_mean", "elite_score",
               "center_score", "test_score")

@@ -37,8 +37,9 @@ class _Fixed:
 
 
 def saved_policy(run_dir: RunDir, genome: str = "elite"):
-    """``(built, params [D])``: the run's objects and its elite (GA/RS) or centre (ES), or with
-    ``genome="best"`` the GA/RS member with the best single training episode."""
+    """``(built, params [D])``: the run's objects and what it deploys (its elite or its
+    centre: ``Optimizer.deploys``), or with ``genome="best"`` the member with the best single
+    training episode (an elite deployer's)."""
     if genome not in ("elite", "best"):
         raise ConfigError(f"--genome must be elite or best, got {genome!r}")
     cfg = run_dir.load_config()
@@ -46,17 +47,16 @@ def saved_policy(run_dir: RunDir, genome: str = "elite"):
     cfg.engine.slots = cfg.engine.subsets = 0  # automatic layout for the play population
     built = build(cfg)
     built.restore(state)
-    if cfg.algo.name == "es":
-        if genome == "best":
-            built.evaluator.close()
-            raise ConfigError("an ES run keeps no best member, only its centre; use --genome "
-                              "elite")
-        return built, built.optimizer.center
-    chosen = built.optimizer.elite if genome == "elite" else built.optimizer.state.best
-    if chosen is None:
+    optimizer = built.optimizer
+    if genome == "best" and optimizer.deploys == "centre":
+        built.evaluator.close()
+        raise ConfigError(f"a {cfg.algo.name} run keeps no best member, only its centre; use "
+                          "--genome elite")
+    params = optimizer.deployed_params() if genome == "elite" else optimizer.best_params()
+    if params is None:
         built.evaluator.close()
         raise CheckpointError(f"{run_dir.path} has no {genome} yet; play it after a generation")
-    return built, built.optimizer.decoder().decode(chosen)
+    return built, params
 
 
 def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str = "elite",

@@ -18,7 +18,8 @@ from matplotlib.ticker import EngFormatter
 
 from neuroevo.errors import CheckpointError, ConfigError, UnknownName
 from neuroevo.files import atomic_write
-from neuroevo.metrics import BY_NAME, METRICS
+from neuroevo.metrics import METRICS
+from neuroevo.optim import ALGORITHMS
 from neuroevo.serial import loads_strict
 
 X = {"frames": ("frames", "frames (Atari: emulator frames; gymnasium: env steps)"),
@@ -69,10 +70,11 @@ def plot_runs(runs: list[str], output: str, x: str = "frames", warn=None,
     metrics ``y`` (default: every score series of ``neuroevo.metrics`` the run has)."""
     if x not in X:
         raise UnknownName("x axis", x, X)
+    known = {m.name: m for m in (*METRICS, *ALGORITHMS.metrics()) if m.name != "timings"}
     for name in y or ():
-        if name not in BY_NAME or name == "timings":
-            raise UnknownName("metric", name, [m.name for m in METRICS if m.name != "timings"])
-    drawn = [BY_NAME[name] for name in y] if y else [m for m in METRICS if m.plot]
+        if name not in known:
+            raise UnknownName("metric", name, known)
+    drawn = [known[name] for name in y] if y else [m for m in METRICS if m.plot]
     if pathlib.Path(output).suffix.lower() not in FORMATS:
         raise ConfigError(f"-o {output}: the image must end in {', '.join(FORMATS)}")
     key, label = X[x]

@@ -10,6 +10,7 @@ from typing import TextIO
 
 from neuroevo.loop import Budget, Callback, Totals
 from neuroevo.metrics import SCALARS, live_line
+from neuroevo.optim import ALGORITHMS
 
 
 class TensorBoard(Callback):
@@ -125,7 +126,7 @@ def summary(status: str, cfg, history: list[dict], totals: Totals, run_dir: str,
     plot the curves, and continue (a stopped run: its own budget; a finished one: twice the
     generations)."""
     env = cfg.env.id or cfg.env.game
-    deployed = "centre" if cfg.algo.name == "es" else "elite"
+    deployed = ALGORITHMS[cfg.algo.name].optimizer.deploys
     n = totals.generation
     lines = [f"neuroevo: {status} {cfg.algo.name} on {env}: {n:,} generation"
              f"{'' if n == 1 else 's'}, {totals.frames:,} frames, {_clock(seconds)}"]

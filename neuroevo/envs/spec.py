@@ -10,8 +10,8 @@ without opening a pool: observation shape, action space, frame skip, the episode
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from neuroevo.config import EnvConfig
 from neuroevo.envs.atari import (
     FROZEN_SCREEN_STEPS,
     OBS_SHAPE,
@@ -22,6 +22,9 @@ from neuroevo.envs.atari import (
 from neuroevo.envs.base import Pool
 from neuroevo.envs.locomotion import TASKS
 from neuroevo.spaces import ActionSpace
+
+if TYPE_CHECKING:  # the config sits above the envs (it reads the algorithm registry)
+    from neuroevo.config import EnvConfig
 
 KINDS = ("atari", "mujoco", "gym")
 

@@ -1,9 +1,23 @@
-"""Ask/tell optimizers over flat parameter vectors; they know nothing about environments."""
+"""Ask/tell optimizers over flat parameter vectors; they know nothing about environments.
 
+``ALGORITHMS`` is the registry (``neuroevo.optim.registry``): an algorithm is its module and
+one line below.
+"""
+
+from neuroevo.optim import ga, openai_es, pgpe, random_search, sepcma
 from neuroevo.optim.ga import GA
 from neuroevo.optim.openai_es import OpenAIES
+from neuroevo.optim.pgpe import PGPE
 from neuroevo.optim.random_search import RandomSearch
+from neuroevo.optim.registry import Algorithm, Params, Registry, Start, param
+from neuroevo.optim.sepcma import SepCMAES
 
-OPTIMIZERS = {cls.name: cls for cls in (GA, OpenAIES, RandomSearch)}
+ALGORITHMS = Registry()
+ALGORITHMS.register(ga.ALGORITHM)
+ALGORITHMS.register(openai_es.ALGORITHM)
+ALGORITHMS.register(random_search.ALGORITHM)
+ALGORITHMS.register(pgpe.ALGORITHM)
+ALGORITHMS.register(sepcma.ALGORITHM)
 
-__all__ = ["GA", "OPTIMIZERS", "OpenAIES", "RandomSearch"]
+__all__ = ["ALGORITHMS", "GA", "PGPE", "Algorithm", "OpenAIES", "Params", "RandomSearch",
+           "Registry", "SepCMAES", "Start", "param"]

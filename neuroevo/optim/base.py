@@ -15,8 +15,9 @@ import numpy as np
 import torch
 
 from neuroevo.errors import CheckpointError, ConfigError, StateError, check_range
-from neuroevo.genomes import PHASES, Population
+from neuroevo.genomes import PHASES, Perturbation, PerturbationDecoder, Population
 from neuroevo.lowrank import LowRank
+from neuroevo.metrics import Metric
 from neuroevo.noise import NoiseTable, default_size
 from neuroevo.optim.shaping import NONFINITE_POLICIES, validate_fitness
 
@@ -55,6 +56,10 @@ class Optimizer:
     """
 
     name = "optimizer"
+    deploys = "elite"  # what a run deploys, tests and exports: "elite" (a member) or "centre"
+    metrics: tuple[Metric, ...] = ()  # the keys ``tell`` reports for a generation's row
+    state_types: tuple[type, ...] = ()  # classes in ``state_dict()`` (the checkpoint loader)
+    center_episodes = 0  # episodes of ``center_population()`` per generation (logging only)
 
     def __init__(self, num_params: int, population_size: int, seed: int, noise: NoiseTable | None,
                  nonfinite: str):
@@ -89,6 +94,16 @@ class Optimizer:
         centre) for the papers' test score: phase ``"test"`` of the last finished
         generation, outside the budget; None while there is none. Changes no state."""
         raise NotImplementedError
+
+    def deployed_params(self) -> torch.Tensor | None:
+        """``[D]`` parameters of what the run deploys now (``deploys``); None before the
+        first generation ends."""
+        raise NotImplementedError
+
+    def best_params(self) -> torch.Tensor | None:
+        """``[D]`` parameters of the member with the best single training episode, for an
+        algorithm that keeps it (the elite deployers); None while there is none."""
+        return None
 
     def center_population(self) -> Population | None:
         """Copies of the current centre for the row's ``center_score`` (ES), as phase
@@ -147,3 +162,42 @@ class Optimizer:
                                       "settings of the run that saved it")
         self.state = type(self.state)(**copy.deepcopy(state_dict["state"]))
         self._pending = None
+
+
+class CenterSearch(Optimizer):
+    """Base of the algorithms that move a search distribution's centre and deploy it (ES,
+    PGPE, sep-CMA-ES): members are ``Perturbation``s ``center + sign * scale * eps(seed)``
+    (one seed per antithetic pair), ``state.center`` is what the run deploys, and copies of
+    it give the test score and the row's ``center_score``. A subclass gives ``_scale``."""
+
+    deploys = "centre"
+    state_types = (Perturbation,)
+
+    @property
+    def center(self) -> torch.Tensor:
+        return self.state.center
+
+    def deployed_params(self) -> torch.Tensor:
+        return self.state.center
+
+    def _scale(self):
+        """The members' perturbation std now: a float, or a ``[D]`` tensor (a copy)."""
+        raise NotImplementedError
+
+    def _population(self, genomes, generation: int, phase: str, budgeted: bool = True):
+        """``genomes`` around the current centre and scale (the population keeps both)."""
+        center, scale = self.state.center.clone(), self._scale()
+        return Population(genomes, generation, phase, lambda device: PerturbationDecoder(
+            self.noise, center, scale, device, self.lowrank), budgeted=budgeted)
+
+    def _copies(self, episodes: int, phase: str) -> Population:
+        """``episodes`` copies of the centre (sign 0 decodes to it bit for bit), as phase
+        ``phase`` of the last finished generation, outside the budget."""
+        return self._population([Perturbation(0, 0)] * episodes,
+                                max(self.state.generation - 1, 0), phase, budgeted=False)
+
+    def test_population(self, episodes: int) -> Population:
+        return self._copies(episodes, "test")
+
+    def center_population(self) -> Population | None:
+        return self._copies(self.center_episodes, "validate") if self.center_episodes else None

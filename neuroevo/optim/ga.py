@@ -26,15 +26,17 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
 from neuroevo.errors import check_range
 from neuroevo.genomes import SEED_BOUND, ChainDecoder, Population, SeedChain
+from neuroevo.metrics import BY_NAME
 from neuroevo.noise import NoiseTable
 from neuroevo.optim.base import Optimizer, low_rank, resolve_dims
+from neuroevo.optim.registry import Algorithm, Params, Start, at_least, param
 from neuroevo.optim.schedules import as_schedule
 from neuroevo.optim.shaping import top_k
 
@@ -77,6 +79,8 @@ class GA(Optimizer):
     """
 
     name = "ga"
+    metrics = (BY_NAME["elite_score"], BY_NAME["sigma"])
+    state_types = (SeedChain,)
 
     def __init__(self, num_params: int | None = None, *, center=None, init_std=1.0,
                  population_size: int = 1000, truncation: int = 20, sigma=0.002,
@@ -124,6 +128,12 @@ class GA(Optimizer):
     @property
     def elite(self) -> SeedChain | None:
         return self.state.elite
+
+    def deployed_params(self) -> torch.Tensor | None:
+        return None if self.state.elite is None else self.decoder().decode(self.state.elite)
+
+    def best_params(self) -> torch.Tensor | None:
+        return None if self.state.best is None else self.decoder().decode(self.state.best)
 
     def _fresh(self, rng: np.random.Generator, n: int) -> list[SeedChain]:
         return [SeedChain(int(s)) for s in rng.integers(0, SEED_BOUND, n)]
@@ -188,3 +198,31 @@ class GA(Optimizer):
             return tuple(pop[i] for i in order[:k])
         others = [pop[i] for i in order if pop[i] != previous][: max(k - 1, 1)]
         return (previous, *others)
+
+
+@dataclass(frozen=True)
+class GAParams(Params):
+    sigma: float = param(0.002, "> 0", lambda v: v > 0)  # mutation power (paper: 0.002)
+    truncation: int = param(0, ">= 0 (0: population // 5, at most 20)", at_least(0))  # parents
+    # T (paper: 20)
+    elite_candidates: int = param(5, ">= 0", at_least(0))  # members re-evaluated for the elite
+    # (paper: 10; 0: the best training episode is the elite)
+    validation_episodes: int = param(5, ">= 0", at_least(0))  # episodes per elite candidate
+    # (paper: 30)
+    rank: int = param(0, ">= 0 (0: full rank)", at_least(0))  # rank-r mutations per weight
+    # matrix (EGGROLL, neuroevo.lowrank); 0: full rank, as the paper
+
+    def resolved(self, population: int) -> GAParams:
+        return replace(self, truncation=self.truncation or max(1, min(20, population // 5)),
+                       elite_candidates=min(self.elite_candidates, population))
+
+
+def from_config(p: GAParams, start: Start) -> GA:
+    lowrank = dict(rank=p.rank, shapes=start.shapes) if p.rank else {}
+    return GA(start.num_params, init_std=start.init_std, population_size=start.population,
+              truncation=p.truncation, sigma=p.sigma, elite_candidates=p.elite_candidates,
+              validation_episodes=p.validation_episodes, seed=start.seed, **lowrank)
+
+
+ALGORITHM = Algorithm(GA, GAParams, from_config, pbt=("sigma", "truncation"),
+                      doc="Deep GA (Such et al. 2017): truncation selection, seed chains")

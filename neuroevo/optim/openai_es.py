@@ -21,10 +21,12 @@ import numpy as np
 import torch
 
 from neuroevo.errors import check_range
-from neuroevo.genomes import SEED_BOUND, Perturbation, PerturbationDecoder, Population
+from neuroevo.genomes import SEED_BOUND, Perturbation, Population
+from neuroevo.metrics import Metric
 from neuroevo.noise import NoiseTable
 from neuroevo.optim.adam import AdamState, adam_step
-from neuroevo.optim.base import Optimizer, low_rank, resolve_dims
+from neuroevo.optim.base import CenterSearch, low_rank, resolve_dims
+from neuroevo.optim.registry import Algorithm, Params, Start, at_least, param
 from neuroevo.optim.shaping import centered_ranks
 
 SHAPINGS = ("centered_ranks", "none")
@@ -38,7 +40,7 @@ class ESState:
     best_fitness: float = float("-inf")
 
 
-class OpenAIES(Optimizer):
+class OpenAIES(CenterSearch):
     """OpenAI-ES with antithetic sampling, centered ranks, Adam and L2; maximises fitness.
 
     Args:
@@ -61,6 +63,9 @@ class OpenAIES(Optimizer):
     """
 
     name = "es"
+    metrics = (Metric("grad_norm", "ES: norm of the gradient estimate"),
+               Metric("update_ratio", "ES: norm of the update over the norm of the centre"))
+    state_types = (*CenterSearch.state_types, AdamState)
 
     def __init__(self, num_params: int | None = None, *, center=None,
                  population_size: int = 1000, sigma: float = 0.02, lr: float = 0.01,
@@ -88,32 +93,13 @@ class OpenAIES(Optimizer):
         center = torch.zeros(num_params) if center is None else center
         self.state = ESState(center=center, adam=AdamState.zeros(num_params))
 
-    @property
-    def center(self) -> torch.Tensor:
-        return self.state.center
+    def _scale(self) -> float:
+        return self.sigma
 
     def _ask(self) -> Population:
-        center = self.state.center.clone()  # the population keeps the centre it was drawn at
         seeds = self.rng().integers(0, SEED_BOUND, self.population_size // 2)
         genomes = [Perturbation(int(k), sign) for k in seeds for sign in (1, -1)]
-        return Population(genomes, self.state.generation, "train",
-                          lambda device: PerturbationDecoder(self.noise, center, self.sigma,
-                                                             device, self.lowrank))
-
-    def _copies(self, episodes: int, phase: str) -> Population:
-        """``episodes`` copies of the centre (sign 0 decodes to it bit for bit), as phase
-        ``phase`` of the last finished generation, outside the budget."""
-        center = self.state.center.clone()
-        return Population([Perturbation(0, 0)] * episodes, max(self.state.generation - 1, 0),
-                          phase, lambda device: PerturbationDecoder(
-                              self.noise, center, self.sigma, device, self.lowrank),
-                          budgeted=False)
-
-    def test_population(self, episodes: int) -> Population:
-        return self._copies(episodes, "test")
-
-    def center_population(self) -> Population | None:
-        return self._copies(self.center_episodes, "validate") if self.center_episodes else None
+        return self._population(genomes, self.state.generation, "train")
 
     def load_state_dict(self, state_dict: dict) -> None:
         # Checkpoints written before the centre's episodes left ask/tell also hold its phase
@@ -144,3 +130,30 @@ class OpenAIES(Optimizer):
         s.center = new
         return {"grad_norm": float(g.norm()), "update_ratio": update_ratio,
                 "center_norm": float(new.norm())}, True
+
+
+@dataclass(frozen=True)
+class ESParams(Params):
+    sigma: float = param(0.02, "> 0", lambda v: v > 0)  # perturbation std (paper: 0.02)
+    lr: float = param(0.01, "> 0", lambda v: v > 0)  # Adam step size (paper: 0.01)
+    l2: float = param(0.005, ">= 0", lambda v: v >= 0)  # L2 coefficient (paper: 0.005)
+    validation_episodes: int = param(5, ">= 0", at_least(0))  # episodes of the centre per
+    # generation, for the row's center_score only (outside the budget; 0: none)
+    rank: int = param(0, ">= 0 (0: full rank)", at_least(0))  # rank-r perturbations per weight
+    # matrix (EGGROLL, neuroevo.lowrank); 0: full rank, as the paper
+
+    def logging_episodes(self) -> int:
+        return self.validation_episodes
+
+
+def from_config(p: ESParams, start: Start) -> OpenAIES:
+    # ES starts from one random network (build: on vector observations OpenAI's MuJoCo
+    # initialisation, normc(1.0) hidden and normc(0.01) output; else the policy's own).
+    lowrank = dict(rank=p.rank, shapes=start.shapes) if p.rank else {}
+    return OpenAIES(center=start.initial(), population_size=start.population, sigma=p.sigma,
+                    lr=p.lr, l2=p.l2, center_episodes=p.validation_episodes, seed=start.seed,
+                    **lowrank)
+
+
+ALGORITHM = Algorithm(OpenAIES, ESParams, from_config, pbt=("sigma", "lr", "l2"),
+                      doc="OpenAI-ES (Salimans et al. 2017): antithetic, centred ranks, Adam")

@@ -9,17 +9,22 @@ the current elite, never a stale running maximum over generations.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from neuroevo.genomes import SeedChain
+from neuroevo.metrics import BY_NAME
 from neuroevo.noise import NoiseTable
 from neuroevo.optim.ga import GA
+from neuroevo.optim.registry import Algorithm, Params, Start, at_least, param
 
 
 class RandomSearch(GA):
     """Random initialisations only; ``elite`` is chosen and re-scored as in the GA."""
 
     name = "rs"
+    metrics = (BY_NAME["elite_score"],)
 
     def __init__(self, num_params: int | None = None, *, center=None, init_std=1.0,
                  population_size: int = 1000, elite_candidates: int = 10,
@@ -43,3 +48,22 @@ class RandomSearch(GA):
         metrics, done = super()._tell(pop, fitness)
         metrics.pop("sigma", None)  # RS draws fresh networks; there is no mutation power
         return metrics, done
+
+
+@dataclass(frozen=True)
+class RSParams(Params):
+    elite_candidates: int = param(5, ">= 0", at_least(0))  # members re-evaluated for the elite
+    validation_episodes: int = param(5, ">= 0", at_least(0))  # episodes per elite candidate
+
+    def resolved(self, population: int) -> RSParams:
+        return replace(self, elite_candidates=min(self.elite_candidates, population))
+
+
+def from_config(p: RSParams, start: Start) -> RandomSearch:
+    return RandomSearch(start.num_params, init_std=start.init_std,
+                        population_size=start.population, elite_candidates=p.elite_candidates,
+                        validation_episodes=p.validation_episodes, seed=start.seed)
+
+
+ALGORITHM = Algorithm(RandomSearch, RSParams, from_config,
+                      doc="random search (Such et al. 2017): the GA with no selection")

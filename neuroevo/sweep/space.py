@@ -18,18 +18,17 @@ from neuroevo.config import (
     keys,
     load,
     override,
+    params_of,
     to_dict,
     value_of,
 )
 from neuroevo.errors import ConfigError, UnknownName
 from neuroevo.metrics import METRICS
+from neuroevo.optim import ALGORITHMS
 
 SEARCHES = ("grid", "random", "optuna")
 SCHEDULERS = ("fifo", "asha", "pbt")
 RANGE_KINDS = ("lin", "uniform", "log", "int")  # uniform: lin's older name
-# Keys PBT may change in the middle of a run: they shape no optimizer state, so a trial can
-# continue from another trial's checkpoint with new values (Jaderberg et al. 2017, explore).
-MUTABLE = ("algo.sigma", "algo.lr", "algo.l2", "algo.truncation", "env.action_noise")
 # Row keys every generation of every run has (``loop.one_generation``); the others depend on
 # the algorithm and the config (``every_row``).
 ALWAYS = ("generation", "frames", "episodes", "wall_time", "fitness_max", "fitness_mean",
@@ -165,27 +164,27 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     return seeds
 
 
+def mutable(algo: str) -> tuple[str, ...]:
+    """The keys PBT may change in the middle of a run of ``algo``: they shape no optimizer
+    state, so a trial can continue from another trial's checkpoint with new values
+    (Jaderberg et al. 2017, explore). The algorithm names its own (``Algorithm.pbt``)."""
+    return (*(f"algo.{k}" for k in ALGORITHMS[algo].pbt), "env.action_noise")
+
+
 def every_row(cfg: Config) -> set[str]:
     """The metric keys that every row of a run of ``cfg`` reports (schedulers and Optuna
     read the metric at every generation)."""
-    out = set(ALWAYS)
-    a = cfg.algo
-    if a.name in ("ga", "rs"):
-        out.add("elite_score")
-    if a.name == "ga":
-        out.add("sigma")
-    if a.name == "es":
-        out |= {"grad_norm", "update_ratio"}
-        if a.validation_episodes > 0:
-            out |= {"center_score", "eval_frames"}
-    if a.test_episodes > 0 and a.test_every == 1:
+    out = set(ALWAYS) | {m.name for m in ALGORITHMS[cfg.algo.name].optimizer.metrics}
+    if params_of(cfg).logging_episodes() > 0:
+        out |= {"center_score", "eval_frames"}
+    if cfg.algo.test_episodes > 0 and cfg.algo.test_every == 1:
         out |= set(TEST_KEYS)
     return out
 
 
 def default_metric(cfg: Config) -> str:
-    """The algorithm's score: GA/RS the elite's validated score, ES the centre's, else the
-    best training episode."""
+    """The algorithm's score: the elite's validated score, or the centre's, else the best
+    training episode."""
     rows = every_row(cfg)
     for key in ("elite_score", "center_score"):
         if key in rows:
@@ -211,7 +210,7 @@ def make_plan(algo: str, *, config: str | None = None, sets=(), grid=(), ranges=
     """
     grid, ranges, swept = _parse(grid, ranges, generations, frames, samples)
     search = search or ("random" if samples is not None else "grid")
-    _check(swept, ranges, search, samples, scheduler, mode, pbt_interval, grace_period)
+    _check(algo, swept, ranges, search, samples, scheduler, mode, pbt_interval, grace_period)
     plan = Plan(algo, config and to_dict(load(config)), tuple(sets), grid, ranges,
                 parse_seeds(seeds), generations,
                 frames, search, samples or 1, scheduler, metric or "", mode,
@@ -246,7 +245,7 @@ def _parse(grid, ranges, generations, frames, samples) -> tuple[tuple, tuple, li
     return grid, ranges, swept
 
 
-def _check(swept, ranges, search, samples, scheduler, mode, pbt_interval, grace_period
+def _check(algo, swept, ranges, search, samples, scheduler, mode, pbt_interval, grace_period
            ) -> None:
     """The search, the scheduler and their options fit together and fit what is swept."""
     if search not in SEARCHES:
@@ -271,10 +270,10 @@ def _check(swept, ranges, search, samples, scheduler, mode, pbt_interval, grace_
         if not ranges:
             raise ConfigError("--scheduler pbt perturbs the --range keys and there are none; "
                               "give one, e.g. --range algo.sigma=log:0.005:0.1")
-        fixed = [r.key for r in ranges if r.key not in MUTABLE]
+        fixed = [r.key for r in ranges if r.key not in mutable(algo)]
         if fixed:
             raise ConfigError(f"--scheduler pbt cannot change {fixed[0]} in the middle of a "
-                              f"run; PBT perturbs {', '.join(MUTABLE)}")
+                              f"{algo} run; PBT perturbs {', '.join(mutable(algo))}")
     if scheduler == "pbt" and search == "optuna":
         raise ConfigError("--scheduler pbt explores the --range keys itself; use --search "
                           "random with it, or --search optuna with fifo or asha")
@@ -315,7 +314,7 @@ def check_metric(plan: Plan, cfg: Config) -> str:
     """The metric ``plan`` ranks by: known, reported by this algorithm, and at every
     generation where a scheduler or Optuna reads it."""
     metric = plan.metric or default_metric(cfg)
-    known = [m.name for m in METRICS if m.name != "timings"]
+    known = [m.name for m in (*METRICS, *ALGORITHMS.metrics()) if m.name != "timings"]
     if metric not in known:
         raise UnknownName("metric", metric, known)
     rows = every_row(cfg)

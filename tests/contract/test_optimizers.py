@@ -1,23 +1,33 @@
 """The contract every registered optimizer keeps, whatever its algorithm."""
 
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
-from neuroevo import GA, OPTIMIZERS, NoiseTable, OpenAIES, Population, RandomSearch, serial
-from neuroevo.checkpoint import STATE_TYPES
+from neuroevo import ALGORITHMS, GA, NoiseTable, OpenAIES, Population, RandomSearch, serial
+from neuroevo.checkpoint import state_types
 from neuroevo.errors import CheckpointError, ConfigError, StateError
+from neuroevo.optim import Start
 from neuroevo.optim.schedules import Exponential, Linear
 
 D = 64
-SMALL = {"ga": dict(population_size=10, truncation=3, elite_candidates=2, validation_episodes=2),
-         "rs": dict(population_size=6, elite_candidates=2, validation_episodes=2),
-         "es": dict(population_size=10)}
+POPULATION = 10
+# what a run gives an algorithm (build.make_optimizer): here a ramp as the initial centre
+START = Start(D, POPULATION, 4, torch.full((D,), 0.5), ((D,),), lambda: torch.linspace(-1, 1, D))
+ALL = sorted(ALGORITHMS)  # every registered algorithm keeps this contract
 
 
-def make(name, **kw):
-    return OPTIMIZERS[name](D, seed=4, noise=NoiseTable.shared(7, 1 << 16), **{**SMALL[name], **kw})
+def make(name, dims=D, nonfinite="raise"):
+    """``name``'s optimizer as a run builds it (its Params' defaults, ``from_config``)."""
+    a = ALGORITHMS[name]
+    opt = a.from_config(a.params().resolved(POPULATION), replace(
+        START, num_params=dims, init_std=torch.full((dims,), 0.5), shapes=((dims,),),
+        initial=lambda: torch.linspace(-1, 1, dims)))
+    opt.nonfinite = nonfinite
+    return opt
 
 
 def fitness_for(pop, step):
@@ -42,11 +52,11 @@ def assert_same(a, b):
         assert ga == gb and torch.equal(pa, pb) and ma == mb
 
 
-@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("name", ALL)
 def test_ask_returns_a_population_of_compact_genomes(name):
     opt = make(name)
     pop = opt.ask()
-    assert isinstance(pop, Population) and len(pop) == SMALL[name]["population_size"]
+    assert isinstance(pop, Population) and len(pop) == POPULATION
     assert pop.params().shape == (len(pop), D) and pop.params().dtype == torch.float32
     assert opt.ask() is pop  # asking again before tell returns the pending population
     metrics = opt.tell(fitness_for(pop, 0))
@@ -54,7 +64,7 @@ def test_ask_returns_a_population_of_compact_genomes(name):
         assert key in metrics
 
 
-@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("name", ALL)
 @pytest.mark.parametrize("stop_after", [1, 2, 5])
 def test_state_dict_round_trip_mid_run_gives_identical_asks(name, stop_after, tmp_path):
     straight = make(name)
@@ -64,16 +74,16 @@ def test_state_dict_round_trip_mid_run_gives_identical_asks(name, stop_after, tm
     expected = drive(straight, 6, start=stop_after)
 
     resumed = make(name)
-    resumed.load_state_dict(serial.load_file(str(path), STATE_TYPES)[1])
+    resumed.load_state_dict(serial.load_file(str(path), state_types())[1])
     assert_same(drive(resumed, 6, start=stop_after), expected)
 
 
-@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("name", ALL)
 def test_same_seed_same_run(name):
     assert_same(drive(make(name), 5), drive(make(name), 5))
 
 
-@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("name", ALL)
 def test_bad_fitness_is_rejected_without_touching_state(name):
     opt = make(name)
     pop = opt.ask()
@@ -92,7 +102,7 @@ def test_bad_fitness_is_rejected_without_touching_state(name):
         opt.tell(fitness_for(pop, 0))
 
 
-@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("name", ALL)
 def test_nonfinite_worst_scores_them_last(name):
     opt = make(name, nonfinite="worst")
     pop = opt.ask()
@@ -102,9 +112,9 @@ def test_nonfinite_worst_scores_them_last(name):
     assert np.isfinite(m["fitness_max"]) and m["fitness_min"] == float("-inf")
 
 
-@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("name", ALL)
 def test_state_dict_of_another_run_is_refused(name):
-    other = OPTIMIZERS[name](D + 1, seed=4, noise=NoiseTable.shared(7, 1 << 16), **SMALL[name])
+    other = make(name, dims=D + 1)
     with pytest.raises(CheckpointError, match="state dict has num_params=65 but this optimizer"):
         make(name).load_state_dict(other.state_dict())
     alien = "es" if name != "es" else "ga"
@@ -168,3 +178,28 @@ def test_schedules_values():
     assert Exponential(0.1, 0.5, 0.02)(0) == 0.1 and Exponential(0.1, 0.5, 0.02)(5) == 0.02
     lin = Linear(0.1, 0.05, 10)
     assert lin(0) == 0.1 and lin(5) == pytest.approx(0.075) and lin(50) == 0.05
+
+
+ROTATION = torch.linalg.qr(torch.randn(10, 10, generator=torch.Generator().manual_seed(0)))[0]
+PROBLEMS = {  # losses of a [P, 10] batch, minimum 0 at 0.3 in every coordinate
+    "shifted sphere": lambda x: ((x - 0.3) ** 2).sum(-1),
+    "rotated ellipsoid": lambda x: (10 ** torch.linspace(0, 2, 10) *
+                                    ((x - 0.3) @ ROTATION.T) ** 2).sum(-1),  # condition 100
+}
+
+
+@pytest.mark.parametrize("problem", sorted(PROBLEMS))
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_it_at_least_halves_the_loss_in_100_generations_with_its_defaults(name, problem, seed):
+    """With the Params a run takes by default (tuned for networks, not for this), what it
+    deploys after 100 generations has under half the first population's mean loss (measured
+    over 3 seeds: GA 2.2-13x, RS 6-17x, ES 10-25x, PGPE 5-11x, sep-CMA-ES 100x and more)."""
+    loss, opt = PROBLEMS[problem], make(name, dims=10)
+    opt.seed, first, generations = seed, None, 0
+    while generations < 100:
+        pop = opt.ask()
+        losses = loss(pop.params())
+        first = float(losses.mean()) if first is None else first
+        generations += opt.tell((-losses).tolist())["generation_done"]
+    assert float(loss(opt.deployed_params())) < first / 2

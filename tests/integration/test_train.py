@@ -8,13 +8,13 @@ import subprocess
 import sys
 import threading
 
-import numpy as np
 import pytest
 import torch
 import yaml
 
 from neuroevo import SeedChain, train
-from neuroevo.config import Config
+from neuroevo.build import resolve
+from neuroevo.config import Config, override
 from neuroevo.evaluation import evaluate_one
 
 # Test phases of 2 episodes, cut at the training cap: short, and they still run.
@@ -185,7 +185,9 @@ def test_bad_kernel_variables_are_one_line_exit_2_and_write_nothing(tmp_path, en
 def test_config_defaults_are_quick_cpu_settings():
     cfg = Config()
     assert (cfg.algo.name, cfg.env.game, cfg.net.name, cfg.env.episode_cap) == ("ga", "breakout", "auto", 5000)
-    assert np.isclose(cfg.algo.lr, 0.01)
+    assert cfg.algo.lr is None  # an algorithm's own key: its default (ES: 0.01) on resolve
+    override(cfg, "algo.name", "es")
+    assert resolve(cfg).algo.lr == 0.01
 
 
 @pytest.mark.slow

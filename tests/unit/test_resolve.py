@@ -21,10 +21,11 @@ def config(**values):
      {"algo.truncation": 1, "algo.elite_candidates": 3, "net.name": "mlp",
       "env.obs_norm": "off", "env.action_noise": 0.0}),
     ({"algo.name": "es", "env.id": "HalfCheetah-v5"},  # Salimans et al.: sigma, noise, norm
-     {"algo.sigma": 0.02, "algo.truncation": 0, "net.name": "mlp", "env.obs_norm": "on",
-      "env.action_noise": 0.01}),
-    ({"algo.name": "rs", "algo.population": 100},
-     {"algo.sigma": None, "algo.truncation": 0, "algo.elite_candidates": 5}),
+     {"algo.sigma": 0.02, "algo.lr": 0.01, "algo.truncation": None, "net.name": "mlp",
+      "env.obs_norm": "on", "env.action_noise": 0.01}),
+    ({"algo.name": "rs", "algo.population": 100},  # keys an algorithm does not use stay None
+     {"algo.sigma": None, "algo.truncation": None, "algo.lr": None,
+      "algo.elite_candidates": 5}),
 ])
 def test_every_default_resolved(values, expected):
     got = resolve(config(**values))
