@@ -59,8 +59,6 @@ METRICS = (
     Metric("sigma", "the mutation / perturbation scale used (sep-CMA-ES: its step size)"),
     Metric("stdev_mean", "PGPE, sep-CMA-ES: the mean per-parameter std of the search "
            "distribution after the update"),
-    Metric("grad_norm", "ES: norm of the gradient estimate"),
-    Metric("update_ratio", "ES: norm of the update over the norm of the centre"),
     Metric("bytes_per_generation", "distributed: driver <-> worker message bytes"),
     Metric("timings", "seconds per pipeline stage, summed over the generation's phases"),
 )

@@ -98,8 +98,10 @@ class Algorithm:
                               if values.get(k) is not None})
 
     def check(self, params: Params) -> None:
-        for problem in params.problems():
-            raise ConfigError(problem)
+        """Raise ``ConfigError`` for the first key out of its range."""
+        problems = params.problems()
+        if problems:
+            raise ConfigError(problems[0])
 
 
 class Registry(Mapping):
@@ -115,14 +117,14 @@ class Registry(Mapping):
         if algorithm.name in self._by_name:
             raise ConfigError(f"an algorithm named {algorithm.name!r} is registered already; "
                               "give the new one another name")
+        if not (issubclass(algorithm.params, Params) and
+                dataclasses.is_dataclass(algorithm.params)):
+            raise ConfigError(f"{algorithm.name}'s params must be a Params dataclass")
         for key, hint in algorithm.hints().items():
             theirs = self.key_types().get(key)
             if theirs is not None and theirs != hint:
                 raise ConfigError(f"algo.{key} is {theirs} in {', '.join(self.users(key))} "
                                   f"but {hint} in {algorithm.name}; one config key has one type")
-        if not issubclass(algorithm.params, Params) or not dataclasses.is_dataclass(
-                algorithm.params):
-            raise ConfigError(f"{algorithm.name}'s params must be a Params dataclass")
         self._by_name[algorithm.name] = algorithm
         self.version += 1
         return algorithm

@@ -2,20 +2,21 @@
 
 import pytest
 
-from neuroevo import train
+from neuroevo import ALGORITHMS, train
 from neuroevo.metrics import BY_NAME, CSV_COLUMNS, live_line
 
 CARTPOLE = dict(env__id="CartPole-v1", net__hidden="8", algo__population=6,
                 algo__validation_episodes=2, engine__device="cpu", budget__generations=2)
 
 
-@pytest.mark.parametrize("algo", ["ga", "es", "rs"])
+@pytest.mark.parametrize("algo", sorted(ALGORITHMS))
 def test_every_key_of_a_real_row_is_declared(algo):
-    extra = {} if algo == "es" else {"algo__elite_candidates": 2}
-    rows = train(algo__name=algo, **CARTPOLE, **extra).history
+    """In ``neuroevo.metrics`` or by the algorithm's optimizer (``Optimizer.metrics``)."""
+    rows = train(algo__name=algo, **CARTPOLE).history
     tests = {"test_score", "test_score_std", "test_episodes", "test_frames"}
+    declared = set(BY_NAME) | {m.name for m in ALGORITHMS[algo].optimizer.metrics}
     for row in rows:
-        assert set(row) <= set(BY_NAME), set(row) - set(BY_NAME)
+        assert set(row) <= declared, set(row) - declared
         assert set(CSV_COLUMNS) - set(row) <= {"elite_score", "center_score", *tests}
     assert tests <= set(rows[-1]) and not tests & set(rows[0])  # the last generation is tested
 
