@@ -239,7 +239,12 @@ def test_bench_on_a_mujoco_task_measures_es_as_run_builds_it(tmp_path):
     e = r["engine_layout"]
     assert f"{e['workers']} driver thread(s) of {e['subsets']} x {e['slots']} slots" in out.stdout
     bad = cli("bench", "--env", "Hopper-v5", "--set", "algo.name=ga", cwd=tmp_path)
-    assert bad.returncode == 2 and "OpenAI-ES on --env" in bad.stderr
+    assert bad.returncode == 2 and "leave env.id, algo.name and engine.backend to those " \
+        "flags" in bad.stderr  # the algorithm is --algo's
+    pgpe = cli("bench", *flags, "--algo", "pgpe", "--seconds", "0.2", "--rounds", "1",
+               "--json", "p.json", cwd=tmp_path)
+    assert pgpe.returncode == 0, pgpe.stderr
+    assert json.loads((tmp_path / "p.json").read_text())["run_config"]["algo"]["name"] == "pgpe"
 
 
 def test_cli_plot(tmp_path):
