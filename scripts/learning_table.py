@@ -46,6 +46,10 @@ from neuroevo.plot import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = os.path.join(ROOT, "experiments", "configs")
+# the centre methods on MuJoCo, each with its config (the same net, population and env)
+MUJOCO = {"es": "es_halfcheetah.yaml", "pgpe": "pgpe_mujoco.yaml",
+          "sepcma": "sepcma_mujoco.yaml"}
+LABELS = {"sepcma": "sep-CMA-ES"}
 ATARI = ("--set", "net.name=small", "--set", "algo.population=64",
          "--set", "algo.elite_candidates=5", "--set", "algo.validation_episodes=5",
          "--set", "env.episode_cap=5000")
@@ -67,7 +71,8 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return self.algo.upper() + (f", rank {self.rank}" if self.rank else "")
+        return LABELS.get(self.algo, self.algo.upper()) + (
+            f", rank {self.rank}" if self.rank else "")
 
     def run_dir(self, out: str) -> str:
         return os.path.join(out, "table-runs", self.name)
@@ -77,8 +82,8 @@ class Cell:
                 "--frames", str(self.frames), "--run-dir", run_dir, "--resume",
                 "--no-progress", "--set", f"algo.test_episodes={self.test_episodes}",
                 "--set", "algo.test_every=1000000"]  # one test phase: after the last generation
-        if self.algo == "es":
-            return [*base, "--config", os.path.join(CONFIGS, "es_halfcheetah.yaml"),
+        if self.algo in MUJOCO:
+            return [*base, "--config", os.path.join(CONFIGS, MUJOCO[self.algo]),
                     "--env", self.task, *self.extra()]
         config = "deep_ga_atari.yaml" if self.algo == "ga" else "random_search_atari.yaml"
         return [*base, "--config", os.path.join(CONFIGS, config), "--game", self.task, *ATARI,
@@ -101,9 +106,9 @@ def cells(args) -> list[Cell]:
                          rank)
                     for game in args.games for algo in ("ga", "rs")
                     if algo in args.algos and not (algo == "rs" and rank)]
-            out += [Cell("es", env, seed, args.mujoco_steps, args.test_episodes,
+            out += [Cell(algo, env, seed, args.mujoco_steps, args.test_episodes,
                          tuple(args.set), rank)
-                    for env in args.mujoco if "es" in args.algos]
+                    for env in args.mujoco for algo in MUJOCO if algo in args.algos]
     return out
 
 
@@ -119,7 +124,7 @@ def earlier_cells(out: str) -> list[Cell]:
             continue
         a = cfg.algo
         cell = Cell(a.name, cfg.env.id or cfg.env.game, cfg.seed, cfg.budget.frames,
-                    a.test_episodes, rank=a.rank)
+                    a.test_episodes, rank=a.rank or 0)
         if cell.name == name:  # a folder this script made
             found.append(cell)
     return found
@@ -215,7 +220,7 @@ def write_figure(all_cells: list[Cell], out: str) -> None:
             curves = []
             for cell in (c for c in all_cells if c.task == task and c.label == label):
                 r = rows(cell.run_dir(out))
-                key = "center_score" if cell.algo == "es" else "elite_score"
+                key = "center_score" if cell.algo in MUJOCO else "elite_score"
                 x, y = [row["frames"] for row in r], [row.get(key) for row in r]
                 if r:
                     ax.plot(x, y, color=f"C{k}", alpha=0.3, lw=0.8)
@@ -248,7 +253,7 @@ def parse(argv=None) -> argparse.Namespace:
                    default=["HalfCheetah-v5", "Hopper-v5"])
     p.add_argument("--seeds", type=ints, default=[0, 1, 2])
     p.add_argument("--algos", type=lambda s: s.split(","), default=["ga", "rs", "es"],
-                   help="which of ga, rs, es to run (default: all three)")
+                   help="which of ga, rs, es, pgpe, sepcma to run (default: ga, rs, es)")
     p.add_argument("--ranks", type=ints, default=[0],
                    help="algo.rank values, each a cell of its own: 0 full rank, r > 0 low rank")
     p.add_argument("--frames", type=int, default=3_000_000, help="Atari frames per run")
@@ -264,8 +269,8 @@ def parse(argv=None) -> argparse.Namespace:
             p.error(f"--{name} repeats a value; give distinct values")
     if any(r < 0 for r in args.ranks):
         p.error("--ranks takes ranks >= 0 (0: full rank)")
-    if not set(args.algos) <= {"ga", "rs", "es"}:
-        p.error(f"--algos takes ga, rs and es, not {','.join(args.algos)}")
+    if not set(args.algos) <= {"ga", "rs", *MUJOCO}:
+        p.error(f"--algos takes ga, rs, {', '.join(MUJOCO)}, not {','.join(args.algos)}")
     return args
 
 

@@ -65,6 +65,18 @@ def test_es_with_observation_statistics_equals_local():
     assert metrics(run("ray", 2, **hopper)) == metrics(run("local", **hopper))
 
 
+@pytest.mark.parametrize("name", ["pgpe", "sepcma"])
+def test_the_newer_centre_methods_equal_local(name):
+    """PGPE and sep-CMA-ES members are seeds too: the actors' replicas follow the driver's
+    per-parameter stds and covariance through the replica protocol."""
+    hopper = dict(algo__name=name, env__id="Hopper-v5", algo__population=8, seed=3,
+                  net__hidden="16,16", algo__validation_episodes=2, budget__generations=3)
+    local = run("local", **hopper)
+    ray_rows = run("ray", 2, **hopper)
+    assert metrics(ray_rows) == metrics(local)
+    assert [r["stdev_mean"] for r in ray_rows] == [r["stdev_mean"] for r in local]
+
+
 def test_a_killed_actor_is_replaced_and_every_member_evaluated_exactly_once():
     from neuroevo.build import build, ray_evaluator
     from neuroevo.config import Config, override
