@@ -126,8 +126,9 @@ def _sim(built: Built, subsets: int, slots: int, threads: int, rng):
             p.send(random_actions(env.action, slots, rng))
         for p in pools:
             _, _, done = p.recv()
-            if env.kind != "atari" and done.any():  # stepped again only after a reset (ale-py
-                # resets on its own, without the seeded ROM reload)
+            # stepped again only after a reset (ale-py resets on its own, without the
+            # seeded ROM reload)
+            if not env.traits.resets_itself and done.any():
                 p.reset(done, rng.integers(0, 2**31, int(done.sum())))
         return subsets * slots * env.frameskip
 
@@ -207,7 +208,7 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
     check_bench(cfg)
     built = build(run_config(cfg))  # the engine, policy and optimizer as `neuroevo run` has them
     device, spec = built.device, built.policy.spec
-    subsets, slots = default_layout(cfg.population, device, built.env.kind)
+    subsets, slots = default_layout(cfg.population, device, built.env.traits)
     subsets, slots = cfg.subsets or subsets, cfg.slots or slots
     engine = built.evaluator.layout()
     result = {"config": asdict(cfg), "run_config": to_dict(built.config), "device": str(device),

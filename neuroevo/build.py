@@ -77,9 +77,9 @@ def resolve(cfg: Config) -> Config:
     if out.net.name == "auto":
         out.net.name = "small" if env.image else "mlp"
     if out.env.obs_norm == "auto":
-        out.env.obs_norm = "on" if env.kind == "mujoco" else "off"
-    if out.env.action_noise is None and env.kind != "atari":
-        out.env.action_noise = 0.01 if env.kind == "mujoco" else 0.0
+        out.env.obs_norm = "on" if env.traits.obs_norm else "off"
+    if out.env.action_noise is None:
+        out.env.action_noise = env.traits.action_noise
     if env.atari is not None:
         out.env.fire_on_life_loss = env.atari.fire_on_life_loss
         out.env.fire_on_frozen_screen = env.atari.fire_on_frozen_screen
@@ -189,7 +189,7 @@ def fit_to_cpus(cfg: Config, cpus: int, members: int = 0) -> Config:
         with torch.random.fork_rng(devices=[]):  # the template's init draws: not the run's
             num_params = _template(run, env)[1].num_params
         e.workers = default_workers(members or run.algo.population, resolve_device(e.device),
-                                    env.kind, num_params, cpus)
+                                    env.traits, num_params, cpus)
     e.env_threads = e.env_threads or (1 if e.workers > 1 else cpus)
     return cfg
 
@@ -209,7 +209,7 @@ class Replicas:
         e = fit_to_cpus(cfg, cpus, members).engine
         if not (e.subsets or e.slots):
             e.subsets, e.slots = default_layout(-(-members // e.workers),  # each driver's
-                                                resolve_device(e.device), env_spec(cfg.env).kind)
+                                                resolve_device(e.device), env_spec(cfg.env).traits)
         return build(cfg)
 
 

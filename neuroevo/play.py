@@ -74,7 +74,7 @@ def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str =
             os.environ.setdefault("MUJOCO_GL", "egl")  # read when mujoco is first imported
     built, params = saved_policy(run_dir, genome)
     cap = episode_cap or built.config.env.test_episode_cap
-    if video is not None and built.env.kind == "gym":
+    if video is not None and built.env.traits.video is None:
         built.evaluator.close()
         raise ConfigError("--video records Atari games and the MuJoCo locomotion tasks; other "
                           "gymnasium envs have no renderer here: leave --video out")
@@ -95,7 +95,7 @@ def record(built, params: torch.Tensor, seed: int, path: str, cap: int | None) -
     """Replay the episode of ``seed`` (the first play episode, cut at ``cap`` agent steps),
     save its frames, return its score (equal to the evaluator's: same seed, same actions, no
     action noise)."""
-    pool, atari = built.env.make_pool(1), built.env.kind == "atari"
+    pool, atari = built.env.make_pool(1), built.env.traits.video == "frames"
     # Two identical rows, built once: a batch of one would take other kernels (see
     # BatchedPolicy.forward) and copy the weights every step.
     layers = built.policy.slot_layers(torch.stack([params, params]))

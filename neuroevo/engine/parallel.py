@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from neuroevo.engine.pipeline import PipelinedEvaluator, default_layout
+from neuroevo.envs.spec import Kind
 from neuroevo.errors import ConfigError
 from neuroevo.evaluation import EpisodeBatch, Job, OnEpisode
 
@@ -76,7 +77,7 @@ class ParallelEvaluator:
 SMALL_NET = 1 << 15  # parameters: a MuJoCo policy this small gets one CPU driver
 
 
-def default_workers(population: int, device: torch.device, kind: str = "atari",
+def default_workers(population: int, device: torch.device, traits: Kind,
                     num_params: int = SMALL_NET + 1, cpus: int = 0) -> int:
     """Driver threads: one on a GPU (its forward pass is one batch), one per CPU core (of
     ``cpus``; 0: those this process may use) on a CPU (each with its own networks on one
@@ -88,7 +89,7 @@ def default_workers(population: int, device: torch.device, kind: str = "atari",
     experiments/bench/README.md)."""
     if device.type == "cuda":
         return 1
-    if kind == "mujoco" and num_params <= SMALL_NET:
+    if traits.one_driver_for_small_nets and num_params <= SMALL_NET:
         return 1
     return max(1, min(cpus or len(os.sched_getaffinity(0)), population // 8))
 
@@ -135,8 +136,9 @@ def make_evaluator(policy, env, population: int, device: torch.device, *,
     experiments/bench/README.md). With several workers each pool gets one simulator thread
     unless ``env_threads`` says otherwise (the cores are shared). ``options`` go to every
     ``PipelinedEvaluator``."""
-    workers = workers or default_workers(population, device, env.kind, policy.spec.num_params)
-    auto_subsets, auto_slots = default_layout(-(-population // workers), device, env.kind)
+    workers = workers or default_workers(population, device, env.traits,
+                                         policy.spec.num_params)
+    auto_subsets, auto_slots = default_layout(-(-population // workers), device, env.traits)
     if not env.terminates:
         auto_slots += -(-carried // (workers * auto_subsets))
     check_fits(policy.spec.num_params, workers, subsets or auto_subsets, slots or auto_slots,

@@ -33,7 +33,7 @@ from neuroevo.engine import obsstats
 from neuroevo.engine.obsstats import sampled
 from neuroevo.engine.slots import IDLE, Slots, episode_seed, step_normals
 from neuroevo.engine.timing import StageClock
-from neuroevo.envs.spec import EnvSpec
+from neuroevo.envs.spec import EnvSpec, Kind
 from neuroevo.errors import ConfigError, StateError, WorkerError, check_range
 from neuroevo.evaluation import EpisodeBatch, Job, OnEpisode
 from neuroevo.policy.batched import BatchedPolicy, SlotParams
@@ -322,16 +322,17 @@ class _Run:
         self.start = time.perf_counter()
 
 
-def default_layout(population_size: int, device: torch.device, kind: str = "atari"
+def default_layout(population_size: int, device: torch.device, traits: Kind
                    ) -> tuple[int, int]:
-    """``(subsets, slots)`` for an env of ``kind``. On a GPU, four subsets overlap the
-    forward passes with the emulators. On a CPU, an Atari game gets two subsets (ale-py's
-    threads step one while the driver computes the other), slots sized so every core has
-    work; a MuJoCo or gymnasium env one subset of up to 64 slots, stepped by the driver
-    thread itself: its networks are cheap, its per-step Python costs the same for 8 envs as
-    for 64, and the other driver threads keep the cores busy (measured: experiments/bench)."""
+    """``(subsets, slots)`` for an env of these ``traits`` (``EnvSpec.traits``). On a GPU,
+    four subsets overlap the forward passes with the emulators. On a CPU, pools with threads
+    of their own (ale-py) get two subsets (its threads step one while the driver computes
+    the other), slots sized so every core has work; a MuJoCo or gymnasium env one subset of
+    up to 64 slots, stepped by the driver thread itself: its networks are cheap, its
+    per-step Python costs the same for 8 envs as for 64, and the other driver threads keep
+    the cores busy (measured: experiments/bench)."""
     cores = os.cpu_count() or 1
-    if device.type == "cpu" and kind != "atari":
+    if device.type == "cpu" and not traits.own_threads:
         return 1, max(1, min(64, population_size))
     subsets = 4 if device.type == "cuda" else 2
     slots = max(1, min(64 if device.type == "cuda" else max(8, 8 * cores),

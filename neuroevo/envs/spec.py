@@ -26,7 +26,31 @@ from neuroevo.spaces import ActionSpace
 if TYPE_CHECKING:  # the config sits above the envs (it reads the algorithm registry)
     from neuroevo.config import EnvConfig
 
-KINDS = ("atari", "mujoco", "gym")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What an env kind decides, in this one place: the rest of a run reads its spec's
+    ``traits`` and never compares kind names."""
+
+    name: str
+    own_threads: bool  # its pools step on threads of their own (ale-py): on a CPU two
+    # subsets overlap them with the driver; else one subset that the driver steps itself
+    resets_itself: bool  # an ended env restarts on its own, with no reset call (ale-py)
+    obs_norm: bool  # what env.obs_norm=auto means: on for the MuJoCo tasks (OpenAI-ES)
+    action_noise: float | None  # env.action_noise's default in training (None: discrete)
+    one_driver_for_small_nets: bool  # one CPU driver for a net of at most SMALL_NET
+    # parameters, whose pool steps on every core (engine.parallel.default_workers)
+    video: str | None  # what play records: "frames" (the observations), "camera" (MuJoCo's
+    # renderer), None (no renderer here)
+
+
+KINDS = {"atari": Kind("atari", own_threads=True, resets_itself=True, obs_norm=False,
+                       action_noise=None, one_driver_for_small_nets=False, video="frames"),
+         "mujoco": Kind("mujoco", own_threads=False, resets_itself=False, obs_norm=True,
+                        action_noise=0.01, one_driver_for_small_nets=True, video="camera"),
+         "gym": Kind("gym", own_threads=False, resets_itself=False, obs_norm=False,
+                     action_noise=0.0, one_driver_for_small_nets=False, video=None)}
 
 
 @dataclass(frozen=True)
@@ -42,6 +66,10 @@ class EnvSpec:
     # False where every episode runs to the cap (HalfCheetah, Swimmer: no termination), so
     # that no slot frees up for a pass's later episodes until its wave ends
     terminates: bool = True
+
+    @property
+    def traits(self) -> Kind:
+        return KINDS[self.kind]
 
     @property
     def image(self) -> bool:

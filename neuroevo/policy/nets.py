@@ -147,15 +147,15 @@ class NetSpec:
     """A named architecture: how to build its template for an observation/action space."""
 
     name: str
-    kind: str  # "atari" or "mlp"
+    image: bool  # convolutions over stacked frames (the Atari nets), else an MLP
     convs: tuple[tuple[int, int, int], ...] = ()
     hidden: tuple[int, ...] = ()
 
 
 NETS = {
-    "large": NetSpec("large", "atari", ((32, 8, 4), (64, 4, 2), (64, 3, 1)), (512,)),
-    "small": NetSpec("small", "atari", ((16, 8, 4), (32, 4, 2)), (256,)),
-    "mlp": NetSpec("mlp", "mlp", hidden=(256, 256)),
+    "large": NetSpec("large", True, ((32, 8, 4), (64, 4, 2), (64, 3, 1)), (512,)),
+    "small": NetSpec("small", True, ((16, 8, 4), (32, 4, 2)), (256,)),
+    "mlp": NetSpec("mlp", False, hidden=(256, 256)),
 }
 
 
@@ -168,10 +168,10 @@ def build_template(net: str, obs_shape: tuple[int, ...], num_outputs: int,
     if net not in NETS:
         raise UnknownName("network", net, NETS)
     ns = NETS[net]
-    if vbn and ns.kind != "atari":
+    if vbn and not ns.image:
         raise ConfigError(f"net.vbn needs an image net (small or large), not {net!r}; "
                           "use --set net.vbn=false")
-    if ns.kind == "atari":
+    if ns.image:
         module = AtariNet(ns.convs, ns.hidden[0], num_outputs, obs_shape[0], obs_shape[-1],
                           vbn=vbn)
     else:

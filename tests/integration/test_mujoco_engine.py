@@ -243,12 +243,14 @@ def test_a_small_mujoco_net_gets_one_cpu_driver_whose_pool_steps_on_every_core()
     import os
 
     from neuroevo.engine.parallel import SMALL_NET, default_workers
+    from neuroevo.envs.spec import KINDS
 
     cpu, cores = torch.device("cpu"), len(os.sched_getaffinity(0))
-    assert default_workers(64, cpu, "mujoco", SMALL_NET) == 1
-    assert default_workers(64, cpu, "mujoco", SMALL_NET + 1) == min(cores, 8)
-    assert default_workers(64, cpu, "atari", 1000) == min(cores, 8)
-    assert default_workers(64, torch.device("cuda"), "mujoco", SMALL_NET + 1) == 1
+    mujoco, atari = KINDS["mujoco"], KINDS["atari"]
+    assert default_workers(64, cpu, mujoco, SMALL_NET) == 1
+    assert default_workers(64, cpu, mujoco, SMALL_NET + 1) == min(cores, 8)
+    assert default_workers(64, cpu, atari, 1000) == min(cores, 8)
+    assert default_workers(64, torch.device("cuda"), mujoco, SMALL_NET + 1) == 1
     small = build(_config(**{"algo.population": 64, "net.hidden": "64,64"}))
     large = build(_config(**{"algo.population": 64, "net.hidden": "256,256"}))
     try:

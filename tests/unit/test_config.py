@@ -1,6 +1,6 @@
 import pytest
 
-from neuroevo.config import Config, from_dict, keys, override, to_dict
+from neuroevo.config import Config, check, from_dict, keys, override, to_dict
 from neuroevo.errors import ConfigError, UnknownName
 
 
@@ -41,7 +41,7 @@ def test_shipped_experiment_configs_load():
     assert len(files) >= 4
     for f in files:
         cfg = load(str(f))
-        assert cfg.algo.name in ("ga", "es", "rs")
+        check(cfg)  # a registered algorithm, every key in range and used by it
     paper = load(str(files[0].parent / "deep_ga_atari.yaml"))
     assert (paper.algo.population, paper.algo.truncation, paper.algo.sigma) == (1000, 20, 0.002)
     assert (paper.algo.elite_candidates, paper.algo.validation_episodes) == (10, 30)
