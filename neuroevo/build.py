@@ -166,11 +166,11 @@ def build(cfg: Config, local: bool = True) -> Built:
         raise ConfigError("env.obs_norm=on needs vector observations, not images; use "
                           "--set env.obs_norm=off")
     obs_norm = ObsNorm(env.obs_shape) if cfg.env.obs_norm == "on" else None
+    largest = params_of(cfg).largest_pass(cfg.algo.population)  # GA: its validation pass
     evaluator = make_evaluator(
-        policy, env, cfg.algo.population, device, workers=e.workers, subsets=e.subsets,
-        slots=e.slots, env_threads=e.env_threads, carried=logging_episodes(cfg),
-        seed=cfg.seed, obs_norm=obs_norm,
-        obs_stats_fraction=cfg.env.obs_stats_fraction,
+        policy, env, largest, device, workers=e.workers, subsets=e.subsets, slots=e.slots,
+        env_threads=e.env_threads, carried=logging_episodes(cfg), seed=cfg.seed,
+        obs_norm=obs_norm, obs_stats_fraction=cfg.env.obs_stats_fraction,
         action_noise=cfg.env.action_noise or 0.0,
     ) if local else None
     return Built(policy, optimizer, evaluator, device, env, cfg, obs_norm, arch)

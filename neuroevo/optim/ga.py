@@ -212,6 +212,9 @@ class GAParams(Params):
     rank: int = param(0, ">= 0 (0: full rank)", at_least(0))  # rank-r mutations per weight
     # matrix (EGGROLL, neuroevo.lowrank); 0: full rank, as the paper
 
+    def largest_pass(self, population: int) -> int:  # the elite's validation pass
+        return max(population, self.elite_candidates * self.validation_episodes)
+
     def resolved(self, population: int) -> GAParams:
         return replace(self, truncation=self.truncation or max(1, min(20, population // 5)),
                        elite_candidates=min(self.elite_candidates, population))

@@ -55,6 +55,9 @@ class RSParams(Params):
     elite_candidates: int = param(5, ">= 0", at_least(0))  # members re-evaluated for the elite
     validation_episodes: int = param(5, ">= 0", at_least(0))  # episodes per elite candidate
 
+    def largest_pass(self, population: int) -> int:  # the elite's validation pass
+        return max(population, self.elite_candidates * self.validation_episodes)
+
     def resolved(self, population: int) -> RSParams:
         return replace(self, elite_candidates=min(self.elite_candidates, population))
 

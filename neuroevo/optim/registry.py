@@ -47,6 +47,10 @@ class Params:
         """These keys with each automatic value replaced by the one the run takes."""
         return self
 
+    def largest_pass(self, population: int) -> int:
+        """The most members one ``ask`` gives (what the engine is sized for)."""
+        return population
+
     def logging_episodes(self) -> int:
         """Episodes of the centre per generation, for the row's ``center_score`` only."""
         return 0

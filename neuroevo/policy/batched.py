@@ -19,7 +19,7 @@ from torch.func import functional_call, vmap
 from neuroevo.kernels import REFERENCE, Kernels, indexed_matmul, perturb_into
 from neuroevo.lowrank import LowRank
 from neuroevo.policy.lowrank import LowRankBatch, LowRankSlots
-from neuroevo.policy.nets import MLP, AtariNet, same_pad
+from neuroevo.policy.nets import MLP, AtariNet, inputs, same_pad
 from neuroevo.policy.spec import ParamSpec
 from neuroevo.policy.vbn import fold, moments
 
@@ -165,35 +165,23 @@ class BatchedPolicy:
             # of two keeps a network's actions independent of how many slots are active.
             two = {name: v.expand(2, *v.shape[1:]).contiguous() for name, v in layers.items()}
             return self.forward(two, obs.expand(2, *obs.shape[1:]))[:1]
-        if isinstance(t, AtariNet):
-            x = obs.float() / 255.0  # [P, C, H, W]
-            for i, (k, s) in enumerate(t.kernels):
-                w, b = layers[f"convs.{i}.weight"], layers[f"convs.{i}.bias"]
-                x = F.relu(batched_conv(x, w, b, k, s, self.kernels))
-            x = F.relu(batched_dense(x.flatten(1), layers["fc.weight"], layers["fc.bias"],
-                                     self.kernels))
-        elif isinstance(t, MLP):
-            x = obs.float().flatten(1)
-            for i in range(len(t.hidden)):
-                w, b = layers[f"hidden.{i}.weight"], layers[f"hidden.{i}.bias"]
-                x = torch.tanh(batched_dense(x, w, b, self.kernels))
-        else:
+        if not isinstance(t, (AtariNet, MLP)):
             return self._ref(layers, obs)
-        return batched_dense(x, layers["out.weight"], layers["out.bias"], self.kernels)
+        x = inputs(t, obs)  # [P, C, H, W] frames or [P, *obs] vectors
+        for layer in t.layers:  # a dense layer reads each member's input flattened
+            w, b = layers[layer.weight], layers[layer.bias]
+            x = layer.activate(batched_conv(x, w, b, *layer.conv, self.kernels) if layer.conv
+                               else batched_dense(x.flatten(1), w, b, self.kernels))
+        return x
 
     def _forward_lowrank(self, batch: LowRankBatch, obs: torch.Tensor) -> torch.Tensor:
         t = self.template
-        if isinstance(t, AtariNet):
-            x = obs.float() / 255.0
-            for i, (k, s) in enumerate(t.kernels):
-                x = F.relu(batch.conv(same_pad(x, k, s), f"convs.{i}.weight",
-                                      f"convs.{i}.bias", s))
-            x = F.relu(batch.dense(x.flatten(1), "fc.weight", "fc.bias"))
-        else:
-            x = obs.float().flatten(1)
-            for i in range(len(t.hidden)):
-                x = torch.tanh(batch.dense(x, f"hidden.{i}.weight", f"hidden.{i}.bias"))
-        return batch.dense(x, "out.weight", "out.bias")
+        x = inputs(t, obs)
+        for layer in t.layers:
+            x = layer.activate(
+                batch.conv(same_pad(x, *layer.conv), layer.weight, layer.bias, layer.conv[1])
+                if layer.conv else batch.dense(x.flatten(1), layer.weight, layer.bias))
+        return x
 
     def _batch_invariant(self) -> bool:
         """Whether every layer runs the kernels, which compute each row on its own."""

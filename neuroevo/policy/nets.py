@@ -30,6 +30,44 @@ def same_pad(x: torch.Tensor, kernel: int, stride: int) -> torch.Tensor:
     return F.pad(x, (lo, hi, lo, hi))
 
 
+@dataclass(frozen=True)
+class Layer:
+    """One layer of a template, as every forward pass reads it (the template's own, the
+    batched one, the low-rank one): the architecture is described here once, by the
+    template's ``layers``, in order."""
+
+    name: str  # its parameters' prefix: "convs.0", "fc", "hidden.1", "out"
+    conv: tuple[int, int] | None  # (kernel, stride) of a SAME-padded convolution; None: dense
+    act: str  # "relu", "tanh" or "" (the output: none)
+
+    def activate(self, x: torch.Tensor) -> torch.Tensor:
+        return ACTIVATIONS[self.act](x)
+
+    @property
+    def weight(self) -> str:
+        return f"{self.name}.weight"
+
+    @property
+    def bias(self) -> str:
+        return f"{self.name}.bias"
+
+
+ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh, "": lambda x: x}
+
+
+def inputs(template: nn.Module, obs: torch.Tensor) -> torch.Tensor:
+    """Observations as the first layer takes them: frames (uint8) scaled to [0, 1], vectors
+    as float32."""
+    return obs.float() / 255.0 if isinstance(template, AtariNet) else obs.float()
+
+
+def flat(x: torch.Tensor, layer: Layer, previous: Layer | None) -> torch.Tensor:
+    """``x`` for ``layer``: a dense layer after a convolution takes its ``[C, H, W]``
+    flattened (the leading dims kept, so one network and a batch read the same)."""
+    return x.flatten(-3) if layer.conv is None and previous is not None and \
+        previous.conv is not None else x
+
+
 class AtariNet(nn.Module):
     """Conv stack with SAME padding + one hidden dense layer; input uint8 ``[4, 84, 84]``.
 
@@ -40,7 +78,8 @@ class AtariNet(nn.Module):
     def __init__(self, convs: tuple[tuple[int, int, int], ...], hidden: int, num_actions: int,
                  in_channels: int = 4, size: int = 84, vbn: bool = False):
         super().__init__()
-        self.kernels = [(k, s) for _, k, s in convs]
+        self.layers = (*(Layer(f"convs.{i}", (k, s), "relu") for i, (_, k, s) in
+                         enumerate(convs)), Layer("fc", None, "relu"), Layer("out", None, ""))
         layers, c = [], in_channels
         for out, k, s in convs:
             layers.append(nn.Conv2d(c, out, k, s))
@@ -69,16 +108,22 @@ class AtariNet(nn.Module):
         hidden layer is normalised by its own moments over it, and those moments are
         returned instead: ``[(mean, inv_std), ...]`` per hidden layer."""
         found = [] if calibrate else None
-        x = obs.float() / 255.0
-        for i, (conv, (k, s)) in enumerate(zip(self.convs, self.kernels, strict=True)):
-            x = same_pad(x, k, s)
-            x = F.relu(conv(x) if not self.vbn else
-                       self._normalise(i, F.conv2d(x, conv.weight, stride=s), conv.bias, found))
-        x = x.flatten(-3)
-        x = F.relu(self.fc(x) if not self.vbn else
-                   self._normalise(len(self.convs), F.linear(x, self.fc.weight), self.fc.bias,
-                                   found))
-        return found if calibrate else self.out(x)
+        x, previous = inputs(self, obs), None
+        for i, layer in enumerate(self.layers[:-1]):
+            x, module = flat(x, layer, previous), self.get_submodule(layer.name)
+            if layer.conv is not None:
+                x = same_pad(x, *layer.conv)
+            if self.vbn:  # the bias goes in after the normalisation
+                y = (F.conv2d(x, module.weight, stride=layer.conv[1]) if layer.conv else
+                     F.linear(x, module.weight))
+                x = layer.activate(self._normalise(i, y, module.bias, found))
+            else:
+                x = layer.activate(module(x))
+            previous = layer
+        if calibrate:
+            return found
+        out = self.layers[-1]
+        return self.get_submodule(out.name)(flat(x, out, previous))
 
     def _normalise(self, k: int, y: torch.Tensor, bias: torch.Tensor, found: list | None):
         shape = (-1, 1, 1) if y.dim() == 4 else (-1,)  # per channel of [B, C, H, W] or [B, C]
@@ -105,12 +150,14 @@ class MLP(nn.Module):
         dims = (obs_dim, *hidden)
         self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(dims))
         self.out = nn.Linear(dims[-1], out_dim)
+        self.layers = (*(Layer(f"hidden.{i}", None, "tanh") for i in range(len(hidden))),
+                       Layer("out", None, ""))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs.float()
-        for layer in self.hidden:
-            x = torch.tanh(layer(x))
-        return self.out(x)
+        x = inputs(self, obs)
+        for layer in self.layers:
+            x = layer.activate(self.get_submodule(layer.name)(x))
+        return x
 
 
 def fan_in_std(output_layer: str, output_std: float = 0.1):

@@ -61,3 +61,16 @@ def test_the_resolved_config_is_frozen_and_thaws_into_a_copy():
     copy.algo.truncation = 3
     assert (copy.algo.truncation, got.algo.truncation) == (3, 12)
     assert to_dict(resolve(copy))["algo"]["truncation"] == 3  # resolve takes a frozen or not
+
+
+def test_the_engine_is_sized_for_the_largest_pass_it_will_evaluate():
+    """Deep GA's validation pass (5 candidates x 5 episodes) outnumbers a population of 6:
+    the slots hold it in one wave, as they hold the population."""
+    cfg = config(**{"algo.name": "ga", "algo.population": 6, "env.id": "CartPole-v1",
+                    "engine.device": "cpu", "engine.workers": 1, "algo.test_episodes": 0})
+    built = build(cfg)
+    try:
+        layout = built.evaluator.layout()
+        assert layout["subsets"] * layout["slots"] == 25
+    finally:
+        built.evaluator.close()
