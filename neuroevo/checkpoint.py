@@ -52,6 +52,10 @@ LEGACY_OFF = {"fire_on_life_loss": False, "fire_on_frozen_screen": 0}
 # algorithm ignores at these defaults; they now stay None (the algorithm does not use them).
 LEGACY_ALGO = {"sigma": None, "truncation": 0, "elite_candidates": 5,
                "validation_episodes": 5, "lr": 0.01, "l2": 0.005, "rank": 0}
+# What a run writes; ``--force`` removes all of it (and stale temporary files) first.
+RUN_FILES = ("config.yaml", "run.json", "metrics.jsonl", "metrics.csv", "elite.json",
+             "policy.safetensors", "policy.pt")
+RUN_DIRS = ("checkpoint", "tensorboard")
 
 
 def state_types() -> dict[str, type]:
@@ -64,14 +68,12 @@ def _legacy_algo(algo: dict, prefix: str = "") -> dict:
     without the keys its algorithm ignores that a run before the registry wrote at their
     defaults."""
     name = algo.get(prefix + "name", "ga")
-    used = ALGORITHMS[name].config_keys() if name in ALGORITHMS else ()
-    return {k: v for k, v in algo.items() if not (
-        k.removeprefix(prefix) in LEGACY_ALGO and k.removeprefix(prefix) not in used
-        and v == LEGACY_ALGO[k.removeprefix(prefix)])}
-# What a run writes; ``--force`` removes all of it (and stale temporary files) first.
-RUN_FILES = ("config.yaml", "run.json", "metrics.jsonl", "metrics.csv", "elite.json",
-             "policy.safetensors", "policy.pt")
-RUN_DIRS = ("checkpoint", "tensorboard")
+    # a crafted file may hold anything there: an unknown name keeps every key
+    used = ALGORITHMS[name].config_keys() if isinstance(name, str) and name in ALGORITHMS \
+        else ()
+    stale = {prefix + k for k in LEGACY_ALGO if k not in used}
+    return {k: v for k, v in algo.items()
+            if not (k in stale and v == LEGACY_ALGO[k.removeprefix(prefix)])}
 
 
 def finite(x):

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from neuroevo.errors import CheckpointError, ConfigError, StateError, check_range
-from neuroevo.genomes import PHASES, Perturbation, PerturbationDecoder, Population
+from neuroevo.genomes import PHASES, SEED_BOUND, Perturbation, PerturbationDecoder, Population
 from neuroevo.lowrank import LowRank
 from neuroevo.metrics import Metric
 from neuroevo.noise import NoiseTable, default_size
+from neuroevo.optim.registry import Params, at_least, param
 from neuroevo.optim.shaping import NONFINITE_POLICIES, validate_fitness
 
 
@@ -190,6 +192,13 @@ class CenterSearch(Optimizer):
         return Population(genomes, generation, phase, lambda device: PerturbationDecoder(
             self.noise, center, scale, device, self.lowrank), budgeted=budgeted)
 
+    def _pairs(self) -> Population:
+        """This generation's training members: antithetic pairs ``+/- eps(seed)``, adjacent,
+        one seed per pair (so a worker ships one int)."""
+        seeds = self.rng().integers(0, SEED_BOUND, self.population_size // 2)
+        return self._population([Perturbation(int(k), sign) for k in seeds for sign in (1, -1)],
+                                self.state.generation, "train")
+
     def _copies(self, episodes: int, phase: str) -> Population:
         """``episodes`` copies of the centre (sign 0 decodes to it bit for bit), as phase
         ``phase`` of the last finished generation, outside the budget."""
@@ -201,3 +210,14 @@ class CenterSearch(Optimizer):
 
     def center_population(self) -> Population | None:
         return self._copies(self.center_episodes, "validate") if self.center_episodes else None
+
+
+@dataclass(frozen=True)
+class CenterParams(Params):
+    """The key every ``CenterSearch`` algorithm has, besides its own."""
+
+    validation_episodes: int = param(5, ">= 0", at_least(0))  # episodes of the centre per
+    # generation, for the row's center_score only (outside the budget; 0: none)
+
+    def logging_episodes(self) -> int:
+        return self.validation_episodes

@@ -201,23 +201,32 @@ class GA(Optimizer):
 
 
 @dataclass(frozen=True)
-class GAParams(Params):
-    sigma: float = param(0.002, "> 0", lambda v: v > 0)  # mutation power (paper: 0.002)
-    truncation: int = param(0, ">= 0 (0: population // 5, at most 20)", at_least(0))  # parents
-    # T (paper: 20)
+class EliteParams(Params):
+    """The keys of an algorithm that validates its elite as the GA's Algorithm 1 (GA, RS)."""
+
     elite_candidates: int = param(5, ">= 0", at_least(0))  # members re-evaluated for the elite
     # (paper: 10; 0: the best training episode is the elite)
     validation_episodes: int = param(5, ">= 0", at_least(0))  # episodes per elite candidate
     # (paper: 30)
-    rank: int = param(0, ">= 0 (0: full rank)", at_least(0))  # rank-r mutations per weight
-    # matrix (EGGROLL, neuroevo.lowrank); 0: full rank, as the paper
 
     def largest_pass(self, population: int) -> int:  # the elite's validation pass
         return max(population, self.elite_candidates * self.validation_episodes)
 
+    def resolved(self, population: int) -> EliteParams:
+        return replace(self, elite_candidates=min(self.elite_candidates, population))
+
+
+@dataclass(frozen=True)
+class GAParams(EliteParams):
+    sigma: float = param(0.002, "> 0", lambda v: v > 0)  # mutation power (paper: 0.002)
+    truncation: int = param(0, ">= 0 (0: population // 5, at most 20)", at_least(0))  # parents
+    # T (paper: 20)
+    rank: int = param(0, ">= 0 (0: full rank)", at_least(0))  # rank-r mutations per weight
+    # matrix (EGGROLL, neuroevo.lowrank); 0: full rank, as the paper
+
     def resolved(self, population: int) -> GAParams:
-        return replace(self, truncation=self.truncation or max(1, min(20, population // 5)),
-                       elite_candidates=min(self.elite_candidates, population))
+        return replace(super().resolved(population),
+                       truncation=self.truncation or max(1, min(20, population // 5)))
 
 
 def from_config(p: GAParams, start: Start) -> GA:

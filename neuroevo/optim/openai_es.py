@@ -21,12 +21,12 @@ import numpy as np
 import torch
 
 from neuroevo.errors import check_range
-from neuroevo.genomes import SEED_BOUND, Perturbation, Population
+from neuroevo.genomes import Population
 from neuroevo.metrics import Metric
 from neuroevo.noise import NoiseTable
 from neuroevo.optim.adam import AdamState, adam_step
-from neuroevo.optim.base import CenterSearch, low_rank, resolve_dims
-from neuroevo.optim.registry import Algorithm, Params, Start, at_least, param
+from neuroevo.optim.base import CenterParams, CenterSearch, low_rank, resolve_dims
+from neuroevo.optim.registry import Algorithm, Start, at_least, param
 from neuroevo.optim.shaping import centered_ranks
 
 SHAPINGS = ("centered_ranks", "none")
@@ -97,9 +97,7 @@ class OpenAIES(CenterSearch):
         return self.sigma
 
     def _ask(self) -> Population:
-        seeds = self.rng().integers(0, SEED_BOUND, self.population_size // 2)
-        genomes = [Perturbation(int(k), sign) for k in seeds for sign in (1, -1)]
-        return self._population(genomes, self.state.generation, "train")
+        return self._pairs()
 
     def load_state_dict(self, state_dict: dict) -> None:
         # Checkpoints written before the centre's episodes left ask/tell also hold its phase
@@ -133,17 +131,12 @@ class OpenAIES(CenterSearch):
 
 
 @dataclass(frozen=True)
-class ESParams(Params):
+class ESParams(CenterParams):
     sigma: float = param(0.02, "> 0", lambda v: v > 0)  # perturbation std (paper: 0.02)
     lr: float = param(0.01, "> 0", lambda v: v > 0)  # Adam step size (paper: 0.01)
     l2: float = param(0.005, ">= 0", lambda v: v >= 0)  # L2 coefficient (paper: 0.005)
-    validation_episodes: int = param(5, ">= 0", at_least(0))  # episodes of the centre per
-    # generation, for the row's center_score only (outside the budget; 0: none)
     rank: int = param(0, ">= 0 (0: full rank)", at_least(0))  # rank-r perturbations per weight
     # matrix (EGGROLL, neuroevo.lowrank); 0: full rank, as the paper
-
-    def logging_episodes(self) -> int:
-        return self.validation_episodes
 
 
 def from_config(p: ESParams, start: Start) -> OpenAIES:

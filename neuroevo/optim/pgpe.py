@@ -37,11 +37,11 @@ import numpy as np
 import torch
 
 from neuroevo.errors import check_range
-from neuroevo.genomes import SEED_BOUND, Perturbation, Population
+from neuroevo.genomes import Population
 from neuroevo.metrics import BY_NAME, Metric
 from neuroevo.noise import NoiseTable
-from neuroevo.optim.base import CenterSearch, resolve_dims
-from neuroevo.optim.registry import Algorithm, Params, Start, at_least, param
+from neuroevo.optim.base import CenterParams, CenterSearch, resolve_dims
+from neuroevo.optim.registry import Algorithm, Start, param
 from neuroevo.optim.shaping import centered_ranks
 
 
@@ -118,9 +118,7 @@ class PGPE(CenterSearch):
         return self.state.stdev.clone()
 
     def _ask(self) -> Population:
-        seeds = self.rng().integers(0, SEED_BOUND, self.population_size // 2)
-        genomes = [Perturbation(int(k), sign) for k in seeds for sign in (1, -1)]
-        return self._population(genomes, self.state.generation, "train")
+        return self._pairs()
 
     def gradients(self, pop: Population, fitness: np.ndarray) -> tuple[torch.Tensor, ...]:
         """``(grad_mu, grad_sigma)`` of the module docstring for the members of ``pop``."""
@@ -148,7 +146,7 @@ class PGPE(CenterSearch):
 
 
 @dataclass(frozen=True)
-class PGPEParams(Params):
+class PGPEParams(CenterParams):
     lr: float = param(0.01125, "> 0", lambda v: v > 0)  # ClipUp's step size for the centre
     # (EvoTorch's rl_clipup.py for MuJoCo: 0.75 * max_speed)
     max_speed: float = param(0.015, "> 0", lambda v: v > 0)  # ClipUp's largest step
@@ -159,11 +157,6 @@ class PGPEParams(Params):
     stdev_lr: float = param(0.1, ">= 0", lambda v: v >= 0)  # the stds' step size (0.1)
     stdev_max_change: float = param(0.2, "in [0, 1)", lambda v: 0 <= v < 1)  # the largest
     # relative change of a std per generation (EvoTorch: 0.2)
-    validation_episodes: int = param(5, ">= 0", at_least(0))  # episodes of the centre per
-    # generation, for the row's center_score only (outside the budget; 0: none)
-
-    def logging_episodes(self) -> int:
-        return self.validation_episodes
 
 
 def from_config(p: PGPEParams, start: Start) -> PGPE:

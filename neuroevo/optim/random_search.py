@@ -9,15 +9,13 @@ the current elite, never a stale running maximum over generations.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 import numpy as np
 
 from neuroevo.genomes import SeedChain
 from neuroevo.metrics import BY_NAME
 from neuroevo.noise import NoiseTable
-from neuroevo.optim.ga import GA
-from neuroevo.optim.registry import Algorithm, Params, Start, at_least, param
+from neuroevo.optim.ga import GA, EliteParams
+from neuroevo.optim.registry import Algorithm, Start
 
 
 class RandomSearch(GA):
@@ -50,23 +48,11 @@ class RandomSearch(GA):
         return metrics, done
 
 
-@dataclass(frozen=True)
-class RSParams(Params):
-    elite_candidates: int = param(5, ">= 0", at_least(0))  # members re-evaluated for the elite
-    validation_episodes: int = param(5, ">= 0", at_least(0))  # episodes per elite candidate
-
-    def largest_pass(self, population: int) -> int:  # the elite's validation pass
-        return max(population, self.elite_candidates * self.validation_episodes)
-
-    def resolved(self, population: int) -> RSParams:
-        return replace(self, elite_candidates=min(self.elite_candidates, population))
-
-
-def from_config(p: RSParams, start: Start) -> RandomSearch:
+def from_config(p: EliteParams, start: Start) -> RandomSearch:
     return RandomSearch(start.num_params, init_std=start.init_std,
                         population_size=start.population, elite_candidates=p.elite_candidates,
                         validation_episodes=p.validation_episodes, seed=start.seed)
 
 
-ALGORITHM = Algorithm(RandomSearch, RSParams, from_config,
+ALGORITHM = Algorithm(RandomSearch, EliteParams, from_config,
                       doc="random search (Such et al. 2017): the GA with no selection")

@@ -124,8 +124,9 @@ class Registry(Mapping):
         if not (issubclass(algorithm.params, Params) and
                 dataclasses.is_dataclass(algorithm.params)):
             raise ConfigError(f"{algorithm.name}'s params must be a Params dataclass")
+        known = self.key_types()
         for key, hint in algorithm.hints().items():
-            theirs = self.key_types().get(key)
+            theirs = known.get(key)
             if theirs is not None and theirs != hint:
                 raise ConfigError(f"algo.{key} is {theirs} in {', '.join(self.users(key))} "
                                   f"but {hint} in {algorithm.name}; one config key has one type")

@@ -46,8 +46,8 @@ from neuroevo.errors import check_range
 from neuroevo.genomes import SEED_BOUND, Perturbation, Population
 from neuroevo.metrics import BY_NAME, Metric
 from neuroevo.noise import NoiseTable
-from neuroevo.optim.base import CenterSearch, resolve_dims
-from neuroevo.optim.registry import Algorithm, Params, Start, at_least, param
+from neuroevo.optim.base import CenterParams, CenterSearch, resolve_dims
+from neuroevo.optim.registry import Algorithm, Start, param
 from neuroevo.optim.shaping import top_k
 
 
@@ -156,13 +156,8 @@ class SepCMAES(CenterSearch):
 
 
 @dataclass(frozen=True)
-class SepCMAParams(Params):
+class SepCMAParams(CenterParams):
     sigma: float = param(0.02, "> 0", lambda v: v > 0)  # the initial step size (then adapted)
-    validation_episodes: int = param(5, ">= 0", at_least(0))  # episodes of the mean per
-    # generation, for the row's center_score only (outside the budget; 0: none)
-
-    def logging_episodes(self) -> int:
-        return self.validation_episodes
 
 
 def from_config(p: SepCMAParams, start: Start) -> SepCMAES:

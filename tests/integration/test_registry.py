@@ -188,3 +188,14 @@ def test_a_run_directory_from_before_the_registry_resumes(tmp_path, monkeypatch)
     assert cli.main(["resume", "a", "--generations", "2", "--no-progress"]) == 0
     path.write_text(path.read_text().replace("truncation: null", "truncation: 3"))
     assert cli.main(["resume", "a", "--generations", "3", "--no-progress"]) == 2  # not legacy
+
+
+def test_a_crafted_algorithm_name_in_a_run_directory_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "ga", *CARTPOLE, "--generations", "1", "--run-dir", "a"]) == 0
+    path = tmp_path / "a" / "config.yaml"
+    path.write_text(path.read_text().replace("  name: ga\n", "  name: [1]\n"))
+    capsys.readouterr()
+    assert cli.main(["resume", "a", "--generations", "2", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the config differs from the run its checkpoint saved" in err[0]
