@@ -185,7 +185,8 @@ def _engine(built: Built, seconds: float) -> tuple[float, dict, float, float]:
         pop = built.optimizer.ask()
         results = built.evaluator.evaluate([Job(pop), *carried])
         merge_observations(built.obs_norm, results[0])
-        done = built.optimizer.tell(results[0].fitness)["generation_done"]
+        told = built.optimizer.tell(results[0].fitness, results[0].extras.get("bc"))
+        done = told["generation_done"]
         carried = ([job for _, job in logging_jobs(built.optimizer, Tests(), 0, False)]
                    if done else [])
         parts += [(None, r) for r in results]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 
 import neuroevo
@@ -17,12 +18,14 @@ from neuroevo.config import (
     thaw,
     to_dict,
 )
+from neuroevo.engine.behaviour import Behaviour, built_in, of_final_observation
 from neuroevo.engine.parallel import default_workers, make_evaluator
 from neuroevo.engine.pipeline import default_layout, resolve_device
 from neuroevo.envs.base import random_play
 from neuroevo.envs.spec import EnvSpec, env_spec
 from neuroevo.errors import CheckpointError, ConfigError
 from neuroevo.evaluation import Evaluator
+from neuroevo.genomes import SEED_BOUND
 from neuroevo.kernels import from_environment
 from neuroevo.noise import NoiseTable, default_size
 from neuroevo.optim import ALGORITHMS, Start
@@ -91,19 +94,23 @@ def resolve(cfg: Config) -> Config:
     return freeze(out)
 
 
-def initial_center(cfg: Config, spec: ParamSpec) -> torch.Tensor:
+def initial_center(cfg: Config, spec: ParamSpec, index: int = 0) -> torch.Tensor:
     """One random network from the run's seed, the centre a distribution starts at: on vector
     observations (MLP) OpenAI's MuJoCo initialisation, normc(1.0) hidden and normc(0.01)
-    output; else the policy's own initialisation."""
+    output; else the policy's own initialisation. ``index`` > 0 draws another (the other
+    centres of a meta-population, NS-ES)."""
     noise = NoiseTable.shared(size=default_size(spec.num_params))  # the optimizers' default
-    raw = noise.slice(cfg.seed, spec.num_params)
+    seed = cfg.seed if index == 0 else int(np.random.default_rng([cfg.seed, index]).integers(
+        0, SEED_BOUND))
+    raw = noise.slice(seed, spec.num_params)
     return normc(spec, raw) if cfg.net.name == "mlp" else raw * spec.init_std()
 
 
 def make_optimizer(cfg: Config, spec: ParamSpec):
     """The optimizer of a resolved ``cfg``: its algorithm's ``from_config``."""
     start = Start(spec.num_params, cfg.algo.population, cfg.seed, spec.init_std(),
-                  tuple(e.shape for e in spec), lambda: initial_center(cfg, spec))
+                  tuple(e.shape for e in spec),
+                  lambda index=0: initial_center(cfg, spec, index))
     return ALGORITHMS[cfg.algo.name].from_config(params_of(cfg), start)
 
 
@@ -146,9 +153,26 @@ def _template(cfg: Config, env: EnvSpec):
     return template, spec, hidden
 
 
-def build(cfg: Config, local: bool = True) -> Built:
+def behaviour_of(cfg: Config, env: EnvSpec, fn=None) -> Behaviour | None:
+    """What the evaluator measures of each episode for ``cfg``'s algorithm: ``fn`` (a user's
+    function of the final observation) if given, else the env kind's own BC when the
+    algorithm reads BCs (``Optimizer.uses_behaviour``), else nothing."""
+    if fn is not None:
+        return of_final_observation(fn)
+    if not ALGORITHMS[cfg.algo.name].optimizer.uses_behaviour:
+        return None
+    if env.traits.behaviour is None:
+        raise ConfigError(f"{cfg.algo.name} needs a behaviour characterisation and {env.name} "
+                          "has none built in; give one: neuroevo.train(..., behaviour=fn), fn "
+                          "mapping an episode's final observation to a vector")
+    return built_in
+
+
+def build(cfg: Config, local: bool = True, behaviour=None) -> Built:
     """The run's objects; ``local=False`` leaves ``evaluator`` None (no env pools here) for
-    a distributed evaluator to take its place. ``Built.config`` is ``resolve(cfg)``."""
+    a distributed evaluator to take its place. ``Built.config`` is ``resolve(cfg)``.
+    ``behaviour``: a function of an episode's final observation giving its behaviour
+    characterisation (``neuroevo.engine.behaviour``; default: the env kind's own)."""
     cfg = resolve(cfg)
     device = resolve_device(cfg.engine.device)
     e, env, net = cfg.engine, env_spec(cfg.env), cfg.net.name
@@ -172,6 +196,7 @@ def build(cfg: Config, local: bool = True) -> Built:
         env_threads=e.env_threads, carried=logging_episodes(cfg), seed=cfg.seed,
         obs_norm=obs_norm, obs_stats_fraction=cfg.env.obs_stats_fraction,
         action_noise=cfg.env.action_noise or 0.0,
+        behaviour=behaviour_of(cfg, env, behaviour),
     ) if local else None
     return Built(policy, optimizer, evaluator, device, env, cfg, obs_norm, arch)
 
@@ -226,11 +251,16 @@ def ray_evaluator(built: Built, **options):
                         **options)
 
 
-def build_run(cfg: Config) -> Built:
+def build_run(cfg: Config, behaviour=None) -> Built:
     """``build(cfg)`` with the evaluator of ``cfg.engine.backend``: ``local``, the
-    pipelined evaluator in this process; ``ray``, Ray actors (``neuroevo.dist``)."""
+    pipelined evaluator in this process; ``ray``, Ray actors (``neuroevo.dist``), which
+    measure the env kind's own behaviour characterisation (a ``behaviour`` function stays
+    local)."""
     check(cfg)  # before Ray starts
     if cfg.engine.backend == "local":
-        return build(cfg)
+        return build(cfg, behaviour=behaviour)
+    if behaviour is not None:
+        raise ConfigError("a behaviour= function runs with engine.backend=local only; Ray's "
+                          "actors measure the env kind's own behaviour characterisation")
     built = build(cfg, local=False)
     return replace(built, evaluator=ray_evaluator(built))

@@ -39,7 +39,7 @@ from neuroevo.config import Config, from_dict, identity, parse_yaml, to_dict
 from neuroevo.errors import CheckpointError, ConfigError
 from neuroevo.files import atomic_write, is_temporary, storage_error
 from neuroevo.loop import Callback, Totals
-from neuroevo.metrics import CSV_COLUMNS
+from neuroevo.metrics import columns
 from neuroevo.optim import ALGORITHMS
 from neuroevo.policy.export import policy_bytes
 from neuroevo.serial import load_file, loads_strict, save_file
@@ -306,7 +306,9 @@ class RunDir:
         atomic_write(self.file("metrics.jsonl"),
                      "".join(json.dumps(r, allow_nan=False) + "\n" for r in rows))
         out = io.StringIO()
-        writer = csv.DictWriter(out, CSV_COLUMNS, extrasaction="ignore")
+        present = {key for r in rows for key in r}  # the run's algorithm's own columns
+        extra = tuple(m for m in ALGORITHMS.metrics() if m.name in present)
+        writer = csv.DictWriter(out, columns(extra), extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
         atomic_write(self.file("metrics.csv"), out.getvalue())

@@ -34,6 +34,7 @@ OnEpisode = Callable[[int, int, float, int], None]  # (done, total, score, frame
 # is the batch's episodes, placed by position like fitness.
 EXTRAS = {
     "obs_stats": "members",  # member -> [sum, sumsq, count] of its sampled observations
+    "bc": "episodes",  # [P, d] behaviour characterisations (neuroevo.engine.behaviour)
 }
 
 

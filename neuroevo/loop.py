@@ -155,7 +155,7 @@ def one_generation(optimizer, evaluator: Evaluator, totals: Totals,
             logs.update(logged(key, r))
         carried = []
         result = results[0]
-        metrics = optimizer.tell(result.fitness)
+        metrics = optimizer.tell(result.fitness, result.extras.get("bc"))
         if pop.budgeted:
             budgeted.append((None, result))
         else:

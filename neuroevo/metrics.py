@@ -70,7 +70,18 @@ LIVE_ORDER = ("generation", "frames", "fps", "fitness_max", "fitness_mean", "eli
               "center_score", "test_score")
 
 
-def live_line(row: dict) -> str:
-    """The line ``neuroevo run`` prints for ``row``: the live metrics it has, in order."""
-    return "  ".join(BY_NAME[k].live.format(row[k]) for k in LIVE_ORDER
-                     if row.get(k) is not None)
+def live_line(row: dict, extra: tuple[Metric, ...] = ()) -> str:
+    """The line ``neuroevo run`` prints for ``row``: the live metrics it has, in order, then
+    those of ``extra`` (an algorithm's own) that have a live format."""
+    shown = [BY_NAME[k] for k in LIVE_ORDER] + [m for m in extra if m.live]
+    return "  ".join(m.live.format(row[m.name]) for m in shown if row.get(m.name) is not None)
+
+
+def columns(extra: tuple[Metric, ...] = ()) -> tuple[str, ...]:
+    """``metrics.csv``'s columns: the common ones, then ``extra``'s (an algorithm's own)."""
+    return CSV_COLUMNS + tuple(m.name for m in extra if m.csv and m.name not in BY_NAME)
+
+
+def scalars(extra: tuple[Metric, ...] = ()) -> tuple[str, ...]:
+    """The TensorBoard scalars: the common ones, then ``extra``'s."""
+    return SCALARS + tuple(m.name for m in extra if m.board and m.name not in BY_NAME)

@@ -9,7 +9,7 @@ import time
 from typing import TextIO
 
 from neuroevo.loop import Budget, Callback, Totals
-from neuroevo.metrics import SCALARS, live_line
+from neuroevo.metrics import live_line, scalars
 from neuroevo.optim import ALGORITHMS
 
 
@@ -34,7 +34,7 @@ class TensorBoard(Callback):
     def generation(self, row: dict, totals: Totals, history: list[dict]) -> None:
         if self.writer is None:
             return
-        for key in SCALARS:
+        for key in scalars(ALGORITHMS.metrics()):
             if row.get(key) is not None:
                 self.writer.add_scalar(key, row[key], global_step=row["frames"])
         self.writer.flush()
@@ -78,7 +78,8 @@ class Progress(Callback):
 
     def generation(self, row: dict, totals: Totals, history: list[dict]) -> None:
         self.t0, self.frames = time.perf_counter(), 0
-        line = live_line(row) + (self.eta(row["fps"]) + " " * 8 if self.live else "")
+        eta = self.eta(row["fps"]) + " " * 8 if self.live else ""
+        line = live_line(row, ALGORITHMS.metrics()) + eta
         print(("\r" if self.live else "") + line, file=self.stream, flush=True)
         # ES's first row waits for its centre episodes, so it finishes a generation late
         expected = None if self.told else expected_wall(self.budget, totals, *self.start)

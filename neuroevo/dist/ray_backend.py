@@ -199,7 +199,8 @@ class RayEvaluator:
         if result.extras.get("obs_stats") and self.obs_norm is not None:
             self.log.append(Stats(result.extras["obs_stats"]))  # the loop merges them
         if logging is None:
-            self._last = Tell(pop.generation, pop.phase, result.fitness)
+            self._last = Tell(pop.generation, pop.phase, result.fitness,
+                              result.extras.get("bc"))
         return result
 
     def layout(self) -> dict:

@@ -4,8 +4,9 @@ A worker holds a *replica* of the driver's optimizer and observation normaliser,
 the same resolved config, so that the driver sends seeds and fitness, never parameters.
 Both change only through named events, which the driver keeps in order in a ``Log``:
 
-- ``Tell(generation, phase, fitness)``: the fitness the driver's optimizer was told for
-  that phase of that generation;
+- ``Tell(generation, phase, fitness, behaviour)``: the fitness (and the behaviour
+  characterisations, for novelty search) the driver's optimizer was told for that phase of
+  that generation;
 - ``Stats(stats)``: observation-statistics increments merged into the driver's normaliser.
 
 With each piece of work the driver sends an ``Update``: the protocol version, the events
@@ -28,7 +29,8 @@ import torch
 from neuroevo.engine.obsstats import merge as merge_obs_stats
 from neuroevo.errors import WorkerError
 
-PROTOCOL = 2  # bump when an event's meaning or fields change (2: ES's centre is no Tell)
+PROTOCOL = 3  # bump when an event's meaning or fields change (2: ES's centre is no Tell;
+# 3: a Tell carries behaviour)
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class Tell:
     generation: int
     phase: str
     fitness: np.ndarray
+    behaviour: np.ndarray | None = None  # [P, d] EpisodeBatch.extras["bc"], when measured
 
 
 @dataclass(frozen=True)
@@ -141,4 +144,4 @@ class Replica:
             raise WorkerError(f"the driver told generation {event.generation} "
                               f"({event.phase}) but this replica is at generation "
                               f"{pop.generation} ({pop.phase})")
-        self.optimizer.tell(event.fitness)
+        self.optimizer.tell(event.fitness, event.behaviour)

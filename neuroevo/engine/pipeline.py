@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from neuroevo.engine import obsstats
+from neuroevo.engine.behaviour import Behaviour, check_behaviour
 from neuroevo.engine.obsstats import sampled
 from neuroevo.engine.slots import IDLE, Slots, episode_seed, step_normals
 from neuroevo.engine.timing import StageClock
@@ -107,7 +108,7 @@ class PipelinedEvaluator:
                  slots: int = 32, threads: int = 0, device="auto", seed: int = 0,
                  async_resets: bool | None = None, obs_norm: ObsNorm | None = None,
                  obs_stats_fraction: float = 0.01, action_noise: float = 0.0,
-                 torch_threads: int = 0):
+                 torch_threads: int = 0, behaviour: Behaviour | None = None):
         check_range("obs_stats_fraction", obs_stats_fraction, 0 <= obs_stats_fraction <= 1,
                     "in [0, 1]")
         check_range("action_noise", action_noise, action_noise >= 0, ">= 0")
@@ -118,6 +119,7 @@ class PipelinedEvaluator:
         self.device, self.seed = resolve_device(device), seed
         self.obs_norm, self.obs_stats_fraction = obs_norm, obs_stats_fraction
         self.action_noise, self.torch_threads = action_noise, torch_threads
+        self.behaviour = behaviour
         # One subset has nothing to compute while its envs step: it steps them itself.
         self.subsets = [_Subset(env.make_pool(slots, threads, inline=subsets == 1),
                                 policy.slot_storage(slots, self.device))
@@ -179,9 +181,11 @@ class PipelinedEvaluator:
                     continue
                 if sub.resetting is None and sub.slots.count:
                     self._act(run, sub)
+        extras = {"obs_stats": run.stats} if run.stats else {}
+        if run.bc is not None:
+            extras["bc"] = run.bc
         batch = EpisodeBatch(run.fitness, run.steps, 0, time.perf_counter() - run.start,
-                             run.clock.totals(), run.computed, run.offered,
-                             extras={"obs_stats": run.stats} if run.stats else {})
+                             run.clock.totals(), run.computed, run.offered, extras=extras)
         return batch.split(jobs, self.frameskip)
 
     def _refill(self, run: _Run, sub: _Subset, free: np.ndarray) -> None:
@@ -285,6 +289,9 @@ class PipelinedEvaluator:
         t1 = time.perf_counter()
         run.clock.add("env_wait", t, t1)
         ended = sub.slots.step(rewards, done, sub.cap)
+        if self.behaviour is not None and len(ended):
+            run.record_behaviour(sub.slots.member[ended],
+                                 self.behaviour(sub.pool, ended, sub.obs[ended]))
         for env in ended:
             m = sub.slots.member[env]
             run.fitness[m], run.steps[m] = sub.slots.ret[env], sub.slots.steps[env]
@@ -317,9 +324,20 @@ class _Run:
         self.stats: dict[int, list] = {}  # member -> [sum, sumsq, count] of its observations
         self.fitness = np.zeros(len(self.job_of))
         self.steps = np.zeros(len(self.job_of), dtype=np.int64)
+        self.bc: np.ndarray | None = None  # [episodes, d] behaviour characterisations
         self.clock = StageClock(ev.device)
         self.computed = self.offered = self.next_member = self.finished = 0
         self.start = time.perf_counter()
+
+
+    def record_behaviour(self, episodes: np.ndarray, bc: np.ndarray) -> None:
+        """The behaviour characterisations of the pass's ``episodes``, checked."""
+        if self.bc is None:
+            self.bc = np.zeros((len(self.job_of), bc.shape[1]), np.float32)
+        check_behaviour(bc, len(episodes), self.bc.shape[1],
+                        lambda k: (int(self.member_of[episodes[k]]),
+                                   self.jobs[self.job_of[episodes[k]]].pop))
+        self.bc[episodes] = bc
 
 
 def default_layout(population_size: int, device: torch.device, traits: Kind

@@ -265,5 +265,12 @@ class MujocoPool(PoolBase):
         self._ended |= done
         return self.sims.observe().astype(np.float32), rewards, done
 
+    def behaviour(self, envs: np.ndarray) -> np.ndarray:
+        """``[len(envs), 2]`` the (x, y) of the mass-weighted centre of all bodies, as the
+        episode left it: the BC of Conti et al. 2018 (their code's ``MujocoPolicy._get_pos``)."""
+        mass = self.sims.model.body_mass
+        return np.stack([mass @ self.sims.datas[i].xipos / mass.sum()
+                         for i in envs])[:, :2].astype(np.float32)
+
     def close(self) -> None:
         self.sims.close()

@@ -1,8 +1,9 @@
 """The one registry of env kinds: ``env_spec(cfg.env)`` says what a run's env is.
 
 Which kind an env config names is decided here and nowhere else: a batched MuJoCo
-locomotion task (``env.id`` in ``locomotion.TASKS``), any other gymnasium id (``env.id``),
-or an Atari game (``env.game``). The spec carries what the rest of a run needs to know
+locomotion task (``env.id`` in ``locomotion.TASKS``), the Hard Maze (``HardMaze-v0``,
+``neuroevo.envs.maze``), any other gymnasium id (``env.id``), or an Atari game
+(``env.game``). The spec carries what the rest of a run needs to know
 without opening a pool: observation shape, action space, frame skip, the episode cap, and
 ``make_pool``. It is a frozen, picklable value, so Ray actors receive it as it is.
 """
@@ -21,6 +22,7 @@ from neuroevo.envs.atari import (
 )
 from neuroevo.envs.base import Pool
 from neuroevo.envs.locomotion import TASKS
+from neuroevo.envs.maze import ENV_ID as MAZE_ID
 from neuroevo.spaces import ActionSpace
 
 if TYPE_CHECKING:  # the config sits above the envs (it reads the algorithm registry)
@@ -43,14 +45,21 @@ class Kind:
     # parameters, whose pool steps on every core (engine.parallel.default_workers)
     video: str | None  # what play records: "frames" (the observations), "camera" (MuJoCo's
     # renderer), None (no renderer here)
+    behaviour: str | None = None  # the built-in behaviour characterisation of an episode
+    # (novelty search, MAP-Elites), read by the pool's ``behaviour(envs)``; None: none, the
+    # Python API's ``behaviour=`` function gives one
 
 
 KINDS = {"atari": Kind("atari", own_threads=True, resets_itself=True, obs_norm=False,
                        action_noise=None, one_driver_for_small_nets=False, video="frames"),
          "mujoco": Kind("mujoco", own_threads=False, resets_itself=False, obs_norm=True,
-                        action_noise=0.01, one_driver_for_small_nets=True, video="camera"),
+                        action_noise=0.01, one_driver_for_small_nets=True, video="camera",
+                        behaviour="the final (x, y) of the mass-weighted centre of all bodies"),
          "gym": Kind("gym", own_threads=False, resets_itself=False, obs_norm=False,
-                     action_noise=0.0, one_driver_for_small_nets=False, video=None)}
+                     action_noise=0.0, one_driver_for_small_nets=False, video=None),
+         "maze": Kind("maze", own_threads=False, resets_itself=False, obs_norm=False,
+                      action_noise=0.0, one_driver_for_small_nets=False, video=None,
+                      behaviour="the final (x, y)")}
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,10 @@ class EnvSpec:
             from neuroevo.envs.mujoco import MujocoPool
 
             return MujocoPool(self.name, num_envs, threads, inline)
+        if self.kind == "maze":
+            from neuroevo.envs.maze import MazePool
+
+            return MazePool(num_envs)
         from neuroevo.envs.gym import GymPool
 
         return GymPool(self.name, num_envs)
@@ -99,6 +112,10 @@ def env_spec(env: EnvConfig) -> EnvSpec:
         obs_dim, low, high = describe(env.id)
         return EnvSpec("mujoco", env.id, (obs_dim,), ActionSpace.box(low, high), 1, cap,
                        max_steps(env.id), terminates=TASKS[env.id].healthy is not None)
+    if env.id == MAZE_ID:
+        from neuroevo.envs.maze import ACTION, OBS_SIZE, STEPS
+
+        return EnvSpec("maze", env.id, (OBS_SIZE,), ACTION, 1, cap, STEPS)
     if env.id:
         import gymnasium
 

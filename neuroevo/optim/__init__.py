@@ -4,7 +4,7 @@
 one line below.
 """
 
-from neuroevo.optim import ga, openai_es, pgpe, random_search, sepcma
+from neuroevo.optim import ga, gans, nses, openai_es, pgpe, random_search, sepcma
 from neuroevo.optim.ga import GA
 from neuroevo.optim.openai_es import OpenAIES
 from neuroevo.optim.pgpe import PGPE
@@ -18,6 +18,9 @@ ALGORITHMS.register(openai_es.ALGORITHM)
 ALGORITHMS.register(random_search.ALGORITHM)
 ALGORITHMS.register(pgpe.ALGORITHM)
 ALGORITHMS.register(sepcma.ALGORITHM)
+ALGORITHMS.register(gans.ALGORITHM)
+for _algorithm in nses.ALGORITHMS:  # NS-ES, NSR-ES, NSRA-ES
+    ALGORITHMS.register(_algorithm)
 
 __all__ = ["ALGORITHMS", "GA", "PGPE", "Algorithm", "OpenAIES", "Params", "RandomSearch",
            "Registry", "SepCMAES", "Start", "param"]

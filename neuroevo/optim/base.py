@@ -24,6 +24,22 @@ from neuroevo.optim.registry import Params, at_least, param
 from neuroevo.optim.shaping import NONFINITE_POLICIES, validate_fitness
 
 
+def validate_behaviour(behaviour, members: int, who: str) -> np.ndarray:
+    """``[members, d]`` finite float64 behaviour characterisations, or a one-line error."""
+    if behaviour is None:
+        raise StateError(f"{who}.tell() needs behaviour=, the members' behaviour "
+                         "characterisations (EpisodeBatch.extras['bc'])")
+    b = np.asarray(behaviour, dtype=np.float64)
+    if b.ndim != 2 or b.shape[0] != members or b.shape[1] < 1:
+        raise ConfigError(f"behaviour must have shape [{members}, d], one vector per member; "
+                          f"got {list(b.shape)}")
+    if not np.isfinite(b).all():
+        bad = int(np.flatnonzero(~np.isfinite(b).all(axis=1))[0])
+        raise ConfigError(f"member {bad}'s behaviour characterisation is not finite: "
+                          f"{b[bad].tolist()}")
+    return b
+
+
 def resolve_dims(num_params, center) -> tuple[int, torch.Tensor | None]:
     """``(D, center)`` from ``num_params=D`` or an initial parameter tensor, checked to agree."""
     if center is not None:
@@ -62,6 +78,7 @@ class Optimizer:
     metrics: tuple[Metric, ...] = ()  # the keys ``tell`` reports for a generation's row
     state_types: tuple[type, ...] = ()  # classes in ``state_dict()`` (the checkpoint loader)
     center_episodes = 0  # episodes of ``center_population()`` per generation (logging only)
+    uses_behaviour = False  # ``tell`` reads each episode's behaviour characterisation
 
     def __init__(self, num_params: int, population_size: int, seed: int, noise: NoiseTable | None,
                  nonfinite: str):
@@ -89,6 +106,11 @@ class Optimizer:
         raise NotImplementedError
 
     def _tell(self, pop: Population, fitness: np.ndarray) -> tuple[dict, bool]:
+        raise NotImplementedError
+
+    def _tell_behaviour(self, pop: Population, fitness: np.ndarray, behaviour: np.ndarray
+                        ) -> tuple[dict, bool]:
+        """``_tell`` of an algorithm that reads behaviour (``uses_behaviour``)."""
         raise NotImplementedError
 
     def test_population(self, episodes: int) -> Population | None:
@@ -124,13 +146,17 @@ class Optimizer:
             self._pending = self._ask()
         return self._pending
 
-    def tell(self, fitness) -> dict:
-        """Score the last ``ask()`` (one float per member, higher is better); return metrics."""
+    def tell(self, fitness, behaviour=None) -> dict:
+        """Score the last ``ask()`` (one float per member, higher is better); return metrics.
+        ``behaviour``: ``[P, d]`` the members' behaviour characterisations, which an
+        algorithm with ``uses_behaviour`` needs (others ignore it)."""
         if self._pending is None:
             raise StateError(f"{type(self).__name__}.tell() called without a pending ask(); "
                              "call ask() first")
         pop = self._pending
         f = validate_fitness(fitness, len(pop), self.nonfinite)  # before any state changes
+        if self.uses_behaviour:
+            behaviour = validate_behaviour(behaviour, len(pop), type(self).__name__)
         finite = f[np.isfinite(f)]
         metrics = {"generation": self.state.generation, "phase": pop.phase,
                    "episodes": len(f),
@@ -139,7 +165,8 @@ class Optimizer:
                    "fitness_min": float(f.min())}
         if pop.phase == "train":
             self.state.best_fitness = max(self.state.best_fitness, metrics["fitness_max"])
-        more, done = self._tell(pop, f)
+        more, done = (self._tell_behaviour(pop, f, behaviour) if self.uses_behaviour
+                      else self._tell(pop, f))
         metrics.update(more, best_fitness=self.state.best_fitness, generation_done=done)
         if done:
             self.state.generation += 1
@@ -154,7 +181,8 @@ class Optimizer:
                 "state": copy.deepcopy({f.name: getattr(self.state, f.name)
                                         for f in dataclasses.fields(self.state)})}
 
-    def load_state_dict(self, state_dict: dict) -> None:
+    def check_header(self, state_dict: dict) -> None:
+        """Refuse the state of another algorithm, size, noise table or rank."""
         for key, mine in (("algorithm", self.name), ("num_params", self.num_params),
                           ("noise", self.noise.spec), ("rank", self.rank)):
             theirs = state_dict.get(key, 0 if key == "rank" else None)  # before ranks: 0
@@ -162,6 +190,9 @@ class Optimizer:
                 raise CheckpointError(f"state dict has {key}={theirs!r} but this "
                                       f"optimizer has {mine!r}; build the optimizer with the "
                                       "settings of the run that saved it")
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.check_header(state_dict)
         self.state = type(self.state)(**copy.deepcopy(state_dict["state"]))
         self._pending = None
 

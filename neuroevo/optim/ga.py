@@ -176,16 +176,24 @@ class GA(Optimizer):
             s.history.append(s.elite_score)
             return {"elite_score": s.elite_score, "candidate_means": means.tolist()}, True
         order = top_k(fitness, len(fitness))
+        return self._select(pop, fitness, order, order)
+
+    def _select(self, pop: Population, fitness: np.ndarray, order: np.ndarray,
+                breeding: np.ndarray) -> tuple[dict, bool]:
+        """After a training phase: the elite candidates from ``order`` (members by training
+        fitness, best first) and the parents from ``breeding`` (the GA: the same order;
+        GA-NS: by novelty)."""
+        s = self.state
         if s.best is None or fitness[order[0]] >= s.best_fitness:  # the base updated best_fitness
             s.best = pop[order[0]]
         metrics = {"sigma": self.sigma(s.generation)}
         if self.elite_candidates:
             # The parents wait for the elite: it is one of them, with the T - 1 best others.
-            s.ranked = tuple(pop[i] for i in order[: self.truncation + 1])
+            s.ranked = tuple(pop[i] for i in breeding[: self.truncation + 1])
             s.candidates = self._candidates(pop, order)
             s.phase = "validate"
             return metrics, False
-        s.parents = tuple(pop[i] for i in order[: self.truncation])
+        s.parents = tuple(pop[i] for i in breeding[: self.truncation])
         s.elite, s.elite_score = pop[order[0]], float(fitness[order[0]])
         s.history.append(s.elite_score)
         return {**metrics, "elite_score": s.elite_score}, True

@@ -32,6 +32,21 @@ from neuroevo.optim.shaping import centered_ranks
 SHAPINGS = ("centered_ranks", "none")
 
 
+def antithetic_gradient(noise: NoiseTable, lowrank, pop: Population, shaped: np.ndarray,
+                        num_params: int) -> torch.Tensor:
+    """``g = sum_i (s+_i - s-_i) * eps_i / (2n)`` over the antithetic pairs of ``pop`` and
+    their shaped scores ``shaped``: the paper's ascent direction (no 1/sigma)."""
+    weights = shaped[0::2] - shaped[1::2]
+    if lowrank is not None:  # one product of the stacked factors per matrix
+        seeds = [genome.seed for genome in pop.genomes[0::2]]
+        return lowrank.weighted_sum(noise, seeds, weights) / len(shaped)
+    g = torch.zeros(num_params)
+    # A fixed-order elementwise sum: the same result whatever the number of threads.
+    for genome, w in zip(pop.genomes[0::2], weights, strict=True):
+        g.add_(noise.slice(genome.seed, num_params), alpha=float(w))
+    return g / len(shaped)
+
+
 @dataclass
 class ESState:
     center: torch.Tensor
@@ -109,15 +124,7 @@ class OpenAIES(CenterSearch):
     def gradient(self, pop: Population, fitness: np.ndarray) -> torch.Tensor:
         """The ascent direction ``g`` of the paper for the members of ``pop``."""
         shaped = centered_ranks(fitness) if self.shaping == "centered_ranks" else fitness
-        weights = shaped[0::2] - shaped[1::2]
-        if self.lowrank is not None:  # one product of the stacked factors per matrix
-            seeds = [genome.seed for genome in pop.genomes[0::2]]
-            return self.lowrank.weighted_sum(self.noise, seeds, weights) / len(fitness)
-        g = torch.zeros(self.num_params)
-        # A fixed-order elementwise sum: the same result whatever the number of threads.
-        for genome, w in zip(pop.genomes[0::2], weights, strict=True):
-            g.add_(self.noise.slice(genome.seed, self.num_params), alpha=float(w))
-        return g / len(fitness)
+        return antithetic_gradient(self.noise, self.lowrank, pop, shaped, self.num_params)
 
     def _tell(self, pop: Population, fitness: np.ndarray) -> tuple[dict, bool]:
         s = self.state

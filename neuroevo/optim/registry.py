@@ -74,7 +74,8 @@ class Start:
     seed: int  # the run's seed
     init_std: torch.Tensor  # [D] std of each parameter in the policy's random initialisation
     shapes: tuple  # the parameter blocks' shapes in flat order (low-rank perturbations)
-    initial: Callable[[], torch.Tensor]  # one random network drawn from the seed: a centre
+    initial: Callable[..., torch.Tensor]  # initial(index=0): a random network drawn from the
+    # seed, a centre (index > 0: another, for a meta-population of centres)
 
 
 @dataclass(frozen=True)
