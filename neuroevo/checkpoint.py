@@ -261,7 +261,7 @@ class RunDir:
         params = optimizer.deployed_params()
         if optimizer.deploys == "elite" and params is not None:
             atomic_write(self.file("elite.json"), optimizer.elite.to_json(
-                score=finite(optimizer.state.elite_score), generation=totals.generation - 1,
+                score=finite(optimizer.elite_score), generation=totals.generation - 1,
                 noise=optimizer.noise.spec, num_params=optimizer.num_params))
         if params is not None and policy is not None and arch is not None:
             atomic_write(self.file("policy.safetensors"), policy_bytes(

@@ -246,7 +246,7 @@ def _play(args) -> int:
     from neuroevo.play import play
 
     scores, recorded = play(RunDir(args.run_dir), args.episodes, args.video, args.genome,
-                            args.episode_cap)
+                            args.episode_cap, args.member)
     print("scores: " + " ".join(f"{s:g}" for s in scores))
     print(f"mean {scores.mean():.1f}  std {scores.std():.1f}  min {scores.min():g}  "
           f"max {scores.max():g}  over {len(scores)} episodes")
@@ -256,10 +256,13 @@ def _play(args) -> int:
 
 
 def _plot(args) -> int:
-    from neuroevo.plot import plot_runs
+    from neuroevo.plot import plot_archives, plot_runs
 
-    plot_runs(args.run_dirs, args.output, args.x,
-              warn=lambda m: print(f"neuroevo: warning: {m}", file=sys.stderr), y=args.y)
+    if args.archive:
+        plot_archives(args.run_dirs, args.output)
+    else:
+        plot_runs(args.run_dirs, args.output, args.x,
+                  warn=lambda m: print(f"neuroevo: warning: {m}", file=sys.stderr), y=args.y)
     print(f"wrote {args.output}")
     return 0
 
@@ -334,6 +337,9 @@ def _add_play(sub, fmt) -> None:
     play_.add_argument("--genome", choices=("elite", "best"), default="elite",
                        help="the validated elite (ES: the centre), or the member with the "
                             "best single training episode (GA/RS)")
+    play_.add_argument("--member", type=int, metavar="N",
+                       help="an archive member instead: MAP-Elites' grid cell N, or centre "
+                            "N of an NS-ES, NSR-ES or NSRA-ES run")
     play_.add_argument("--episode-cap", type=int, metavar="N",
                        help="agent steps per episode (default: the run's test cap, "
                             "env.test_episode_cap: the env's own limit unless set)")
@@ -353,6 +359,9 @@ def _add_plot(sub, fmt) -> None:
     plot.add_argument("--y", action="append", metavar="METRIC",
                       help="a metric to draw, e.g. test_score (repeatable; default: every "
                            "score the runs have)")
+    plot.add_argument("--archive", action="store_true",
+                      help="draw each run's behaviour archive instead (novelty search: its "
+                           "points by generation; MAP-Elites: its grid's fitness)")
     plot.set_defaults(handler=_plot)
 
 

@@ -36,10 +36,11 @@ class _Fixed:
         return self.params
 
 
-def saved_policy(run_dir: RunDir, genome: str = "elite"):
+def saved_policy(run_dir: RunDir, genome: str = "elite", member: int | None = None):
     """``(built, params [D])``: the run's objects and what it deploys (its elite or its
     centre: ``Optimizer.deploys``), or with ``genome="best"`` the member with the best single
-    training episode (an elite deployer's)."""
+    training episode (an elite deployer's), or with ``member`` a member of the run's
+    archive (MAP-Elites: a grid cell; the NS-ES family: a centre of its meta-population)."""
     if genome not in ("elite", "best"):
         raise ConfigError(f"--genome must be elite or best, got {genome!r}")
     cfg = run_dir.load_config()
@@ -52,6 +53,17 @@ def saved_policy(run_dir: RunDir, genome: str = "elite"):
         built.evaluator.close()
         raise ConfigError(f"a {cfg.algo.name} run keeps no best member, only its centre; use "
                           "--genome elite")
+    if member is not None:
+        archived = getattr(optimizer, "member_params", None)
+        if archived is None:
+            built.evaluator.close()
+            raise ConfigError(f"a {cfg.algo.name} run keeps no archive of members; --member "
+                              "picks a MAP-Elites cell or an NS-ES centre")
+        try:
+            return built, archived(member)
+        except ConfigError:
+            built.evaluator.close()
+            raise
     params = optimizer.deployed_params() if genome == "elite" else optimizer.best_params()
     if params is None:
         built.evaluator.close()
@@ -60,10 +72,11 @@ def saved_policy(run_dir: RunDir, genome: str = "elite"):
 
 
 def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str = "elite",
-         episode_cap: int | None = None) -> tuple[np.ndarray, float | None]:
+         episode_cap: int | None = None, member: int | None = None
+         ) -> tuple[np.ndarray, float | None]:
     """Scores of ``episodes`` fresh episodes of at most ``episode_cap`` agent steps (default:
     the run's test cap, as its test score); with ``video`` (.gif or .mp4), the first one
-    recorded and its score."""
+    recorded and its score. ``genome``, ``member``: what plays (``saved_policy``)."""
     if episodes < 1:
         raise ConfigError(f"--episodes must be >= 1, got {episodes}")
     if episode_cap is not None and episode_cap < 1:
@@ -72,7 +85,7 @@ def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str =
         check_path(video)
         if not os.environ.get("DISPLAY"):
             os.environ.setdefault("MUJOCO_GL", "egl")  # read when mujoco is first imported
-    built, params = saved_policy(run_dir, genome)
+    built, params = saved_policy(run_dir, genome, member)
     cap = episode_cap or built.config.env.test_episode_cap
     if video is not None and built.env.traits.video is None:
         built.evaluator.close()

@@ -1,5 +1,6 @@
 """``neuroevo plot``: learning curves (the score series of ``neuroevo.metrics``) of run
-directories.
+directories, or with ``--archive`` the behaviour space a novelty or quality-diversity run
+explored.
 
 Each run gets a panel; generation 0 is a population of random initialisations, and its
 mean is drawn as a dashed line: the baseline a learning run must clearly beat.
@@ -14,8 +15,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import EngFormatter
 
+from neuroevo.checkpoint import RunDir
+from neuroevo.envs.locomotion import TASKS
+from neuroevo.envs.maze import ENV_ID as MAZE_ID
+from neuroevo.envs.maze import GOAL, START, WALLS
 from neuroevo.errors import CheckpointError, ConfigError, UnknownName
 from neuroevo.files import atomic_write
 from neuroevo.metrics import METRICS
@@ -97,8 +104,68 @@ def plot_runs(runs: list[str], output: str, x: str = "frames", warn=None,
         ax.set_ylabel("episode score")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
+    _save(fig, output)
+
+
+def _save(fig, output: str) -> None:
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, dpi=110, format=pathlib.Path(output).suffix.lower()[1:])
     plt.close(fig)
     atomic_write(output, buffer.getvalue())
+
+
+def plot_archives(runs: list[str], output: str) -> None:
+    """One panel per run of its behaviour archive (2-D behaviours): a novelty search's
+    archive coloured by the order its points joined (early to late generations, in the
+    spirit of Uber's VINE), or MAP-Elites' grid as a heat map of its cells' fitness; on the
+    Hard Maze and the Humanoid trap, over their walls."""
+    if pathlib.Path(output).suffix.lower() not in FORMATS:
+        raise ConfigError(f"-o {output}: the image must end in {', '.join(FORMATS)}")
+    loaded = [_archive(run) for run in runs]  # read every run before drawing anything
+    fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 4.6), squeeze=False)
+    for ax, run, (cfg, state) in zip(axes[0], runs, loaded, strict=True):
+        if "cells" in state:
+            bins = cfg.algo.bins
+            grid = state["fitness"].numpy().reshape(bins, bins).T  # [y, x]
+            low, high = (tuple(float(v) for v in b.split(","))
+                         for b in (cfg.algo.grid_low, cfg.algo.grid_high))
+            shown = ax.imshow(np.where(np.isfinite(grid), grid, np.nan), origin="lower",
+                              extent=(low[0], high[0], low[1], high[1]), cmap="viridis")
+            fig.colorbar(shown, ax=ax, label="fitness of the cell's elite")
+        else:
+            points = state["archive"].numpy()
+            shown = ax.scatter(points[:, 0], points[:, 1], c=np.arange(len(points)), s=8,
+                               cmap="viridis")
+            fig.colorbar(shown, ax=ax, label="order added (early to late generations)")
+        if cfg.env.id == MAZE_ID:
+            for wall in WALLS:
+                ax.plot(wall[[0, 2]], wall[[1, 3]], color="black", lw=1.5)
+            ax.plot(*START, "bs", label="start")
+            ax.plot(*GOAL, "r*", markersize=12, label="goal")
+            ax.invert_yaxis()  # as Lehman & Stanley draw it: the goal at the top
+            ax.legend(fontsize=8, loc="lower right")
+        for (x, y, _), (hx, hy, _) in TASKS[cfg.env.id].walls if cfg.env.id in TASKS else ():
+            ax.add_patch(Rectangle((x - hx, y - hy), 2 * hx, 2 * hy, color="black"))
+        ax.set_title(f"{pathlib.Path(run).name} ({cfg.algo.name})")
+        ax.set_aspect("equal")
+    _save(fig, output)
+
+
+def _archive(run: str):
+    """``(config, optimizer state)`` of a run with a 2-D behaviour archive, or a one-line
+    error."""
+    run_dir = RunDir(run)
+    cfg = run_dir.load_config()
+    state = run_dir.load(cfg)["optimizer"]["state"]
+    if "cells" not in state and "archive" not in state:
+        raise ConfigError(f"{run} is a {cfg.algo.name} run, which keeps no behaviour archive; "
+                          "--archive draws novelty search (nses, nsres, nsraes, gans) and "
+                          "MAP-Elites runs")
+    points = state.get("bcs") if "cells" in state else state.get("archive")
+    if points is None or len(points) == 0:
+        raise ConfigError(f"{run} has no behaviour archive yet; draw it after a generation")
+    if points.shape[1] != 2:
+        raise ConfigError(f"--archive draws 2-D behaviours; {run}'s have {points.shape[1]} "
+                          "dimensions")
+    return cfg, state

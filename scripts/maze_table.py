@@ -14,9 +14,10 @@ deterministic, and sigma 0.01, see ``GA_SETS``; GA-NS: k = 10, archive probabili
 The table reports, over seeds: the distance to the goal of what the run deploys (the test
 score is minus that distance), and whether any training episode ended within
 ``SOLVED_RADIUS`` (10) of the goal. The trap, the cul-de-sac that the straight line to the
-goal leads into, keeps reward-seeking methods at a distance of about 100 or more. The
-figure draws the maze, each NS run's archive of final positions (coloured by generation)
-and every method's best distance against env steps.
+goal leads into (under the wall below the goal room), keeps reward-seeking methods at a
+distance of about 39. ``archives.png`` draws seed 0's behaviour archives over the maze
+(``neuroevo plot --archive``), ``maze.png`` every method's closest episode against env
+steps and MAP-Elites' coverage.
 """
 
 from __future__ import annotations
@@ -28,15 +29,14 @@ import sys
 
 import numpy as np
 
-from neuroevo.checkpoint import RunDir
-from neuroevo.envs.maze import GOAL, SOLVED_RADIUS, START, WALLS
+from neuroevo.envs.maze import SOLVED_RADIUS
 from neuroevo.errors import CheckpointError
 from neuroevo.files import atomic_write
-from neuroevo.plot import load
+from neuroevo.plot import load, plot_archives
 
-METHODS = ("es", "nses", "nsres", "nsraes", "ga", "gans")
+METHODS = ("es", "nses", "nsres", "nsraes", "ga", "gans", "mapelites")
 LABELS = {"es": "OpenAI-ES", "nses": "NS-ES", "nsres": "NSR-ES", "nsraes": "NSRA-ES",
-          "ga": "GA", "gans": "GA-NS"}
+          "ga": "GA", "gans": "GA-NS", "mapelites": "MAP-Elites"}
 COMMON = ("--env", "HardMaze-v0", "--population", "100", "--net", "mlp",
           "--set", "net.hidden=64,64", "--set", "algo.test_episodes=1",
           "--set", "algo.test_every=1000000")
@@ -44,7 +44,13 @@ COMMON = ("--env", "HardMaze-v0", "--population", "100", "--net", "mlp",
 # 0.002 is the paper's for Atari nets; on this MLP it barely moves (30 generations of seed 0:
 # -87 with 0.002, -39 with 0.01, -39 with 0.05), so both GAs take 0.01.
 GA_SETS = ("--set", "algo.validation_episodes=1", "--set", "algo.sigma=0.01")
-OWN = {"ga": GA_SETS, "gans": GA_SETS}
+# MAP-Elites: a 20 x 20 grid over the maze's bounding box (x 3-195, y 5-202), sigma 0.01 as
+# the GAs; QD-score offset -300, so that a cell adds 300 minus its distance to the goal
+# (Lehman & Stanley's fitness).
+ARCHIVES = ("nses", "nsres", "nsraes", "gans", "mapelites")  # methods with a behaviour archive
+OWN = {"ga": GA_SETS, "gans": GA_SETS,
+       "mapelites": ("--set", "algo.grid_low=0,0", "--set", "algo.grid_high=200,210",
+                     "--set", "algo.qd_offset=-300")}
 
 
 def run_dir(out: str, method: str, seed: int) -> str:
@@ -77,16 +83,6 @@ def run_cell(out: str, method: str, seed: int, frames: int) -> None:
         raise SystemExit(f"maze_table: {method} seed {seed} exited {rc}; see {path}.log")
 
 
-def archive_of(path: str) -> np.ndarray | None:
-    """The novelty archive in a run's checkpoint (NS methods), ``[n, 2]``."""
-    try:
-        state = RunDir(path).load()["optimizer"]["state"]
-    except (CheckpointError, KeyError):
-        return None
-    archive = state.get("archive")
-    return None if archive is None else archive.numpy()
-
-
 def summary(out: str, methods, seeds, frames: int) -> list[dict]:
     table = []
     for method in methods:
@@ -99,6 +95,8 @@ def summary(out: str, methods, seeds, frames: int) -> list[dict]:
         table.append({"method": method, "seeds": len(done), "distance": distance,
                       "best": best, "solved": sum(b < SOLVED_RADIUS for b in best),
                       "deployed_solved": sum(d < SOLVED_RADIUS for d in distance),
+                      "coverage": [r[-1].get("coverage") for _, r in done],
+                      "qd_score": [r[-1].get("qd_score") for _, r in done],
                       "frames": float(np.mean([r[-1]["frames"] for _, r in done])),
                       "wall": float(np.mean([r[-1]["wall_time"] for _, r in done]))})
     return table
@@ -116,40 +114,45 @@ def write_table(table: list[dict], out: str, frames: int) -> None:
             f"{t['deployed_solved']} of {t['seeds']} | "
             f"{', '.join(f'{d:.1f}' for d in t['distance'])} | "
             f"{', '.join(f'{d:.1f}' for d in t['best'])} | {t['wall']:.0f} s |")
+    for t in table:
+        if t["coverage"][0] is not None:
+            lines += ["", f"{LABELS[t['method']]}: coverage of the 20 x 20 grid "
+                      f"{', '.join(f'{c:.1%}' for c in t['coverage'])}, QD-score (offset "
+                      f"-300) {', '.join(f'{q:,.0f}' for q in t['qd_score'])}, per seed."]
     atomic_write(os.path.join(out, "table.md"), "\n".join(lines) + "\n")
 
 
-def figure(out: str, methods, seeds, frames: int) -> None:
+def figure(out: str, methods, seeds) -> None:
+    """``archives.png``: seed 0's behaviour archive of each method that keeps one
+    (``neuroevo plot --archive``); ``maze.png``: every run's closest episode to the goal
+    against env steps, and MAP-Elites' coverage."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ns = [m for m in methods if m.startswith("ns")]
-    fig, axes = plt.subplots(1, len(ns) + 1, figsize=(4.2 * (len(ns) + 1), 4.2))
-    for ax, method in zip(axes, ns, strict=False):
-        for wall in WALLS:
-            ax.plot(wall[[0, 2]], wall[[1, 3]], color="black", lw=1.5)
-        archive = archive_of(run_dir(out, method, seeds[0]))
-        if archive is not None:
-            ax.scatter(archive[:, 0], archive[:, 1], c=np.arange(len(archive)), s=6,
-                       cmap="viridis")
-        ax.plot(*START, "bs")
-        ax.add_patch(plt.Circle(GOAL, SOLVED_RADIUS, color="red", fill=False))
-        ax.set_title(f"{LABELS[method]} archive, seed {seeds[0]}")
-        ax.set_aspect("equal")
-        ax.invert_yaxis()  # Lehman's figures: the start bottom left, the goal top left
-    ax = axes[-1]
+    archived = [run_dir(out, m, seeds[0]) for m in methods if m in ARCHIVES]
+    archived = [path for path in archived if rows(path)]
+    if archived:
+        plot_archives(archived, os.path.join(out, "archives.png"))
+    fig, (ax, qd) = plt.subplots(1, 2, figsize=(11, 4.2))
     for k, method in enumerate(methods):
         for s in seeds:
             r = rows(run_dir(out, method, s))
+            label = LABELS[method] if s == seeds[0] else None
             if r:
                 ax.plot([x["frames"] for x in r], [-x["best_fitness"] for x in r],
-                        color=f"C{k}", lw=1, label=LABELS[method] if s == seeds[0] else None)
+                        color=f"C{k}", lw=1, label=label)
+            if r and "coverage" in r[0]:
+                qd.plot([x["frames"] for x in r], [x["coverage"] for x in r], color=f"C{k}",
+                        lw=1, label=label)
     ax.axhline(SOLVED_RADIUS, color="red", ls=":", lw=1)
     ax.set(xlabel="env steps", ylabel="closest episode to the goal so far", yscale="log",
-           title="best distance, each seed")
+           title="Hard Maze: best distance, each seed")
+    qd.set(xlabel="env steps", ylabel="share of the 20 x 20 grid filled",
+           title="MAP-Elites coverage, each seed")
     ax.legend(fontsize=8)
+    qd.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "maze.png"), dpi=110)
 
@@ -170,7 +173,7 @@ def main() -> None:
                 write_table(summary(args.out, methods, seeds, args.frames), args.out,
                             args.frames)
     write_table(summary(args.out, methods, seeds, args.frames), args.out, args.frames)
-    figure(args.out, methods, seeds, args.frames)
+    figure(args.out, methods, seeds)
 
 
 if __name__ == "__main__":

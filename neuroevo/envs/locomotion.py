@@ -12,7 +12,7 @@ own sync vector env.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -31,6 +31,8 @@ class Task:
     # (x speed, action, f, healthy) -> [N]; healthy is the step's ``healthy(f)``, or None
     reward: Callable[[np.ndarray, np.ndarray, Fields, np.ndarray | None], np.ndarray]
     healthy: Callable[[Fields], np.ndarray] | None  # [N] bool; None: never terminates
+    walls: tuple = ()  # ((x, y, z), (half x, half y, half z)) boxes added to the world
+    base: str | None = None  # the gymnasium task it changes (its time limit); None: itself
 
 
 def _sq(a: np.ndarray) -> np.ndarray:
@@ -124,3 +126,11 @@ TASKS: dict[str, Task] = {
         "swimmer.xml", 4, 0.1, "uniform", (), _x, _planar_obs(False, 2),
         lambda speed, a, f, healthy: 1.0 * speed - 1e-4 * _sq(a), None),
 }
+# The deceptive trap of Conti et al. 2018 (uber-research/deep-neuroevolution,
+# extra/humanoid_maze.xml): a U of three walls 2 high, open towards the start, 2.5 to 5.5
+# ahead and 3 wide, around the path that the forward-speed reward pulls the walker along.
+# Theirs is Humanoid-v1's model; this is Humanoid-v5's (its reward, observations and
+# 1,000-step limit) with their three walls.
+TRAP_WALLS = (((5.5, 0.0, 0.0), (0.1, 1.5, 2.0)), ((4.0, 1.5, 0.0), (1.5, 0.1, 2.0)),
+              ((4.0, -1.5, 0.0), (1.5, 0.1, 2.0)))
+TASKS["HumanoidTrap-v0"] = replace(TASKS["Humanoid-v5"], walls=TRAP_WALLS, base="Humanoid-v5")

@@ -57,9 +57,13 @@ def _model(task):
     mujoco = _mujoco()
     path = str(Path(assets.__file__).parent / "assets" / task.xml)
     spec = mujoco.MjSpec.from_file(path)
+    for k, (pos, size) in enumerate(task.walls):  # static boxes of the world, as the
+        wall = spec.worldbody.add_geom()  # file's own geoms (its default class)
+        wall.name, wall.type = f"wall{k}", mujoco.mjtGeom.mjGEOM_BOX
+        wall.pos, wall.size = pos, size
     total = spec.compiler.settotalmass
     if total <= 0:
-        return mujoco.MjModel.from_xml_path(path)
+        return spec.compile() if task.walls else mujoco.MjModel.from_xml_path(path)
     spec.compiler.settotalmass = -1
     model = spec.compile()
     mujoco.mj_setTotalmass(model, total)
@@ -208,10 +212,10 @@ class MujocoSims:
 
 
 def max_steps(env_id: str) -> int:
-    """gymnasium's time limit of the task (agent steps)."""
+    """gymnasium's time limit of the task (agent steps; a changed task: its base's)."""
     import gymnasium
 
-    return gymnasium.spec(env_id).max_episode_steps
+    return gymnasium.spec(TASKS[check_task(env_id)].base or env_id).max_episode_steps
 
 
 @functools.cache

@@ -13,6 +13,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from neuroevo.envs.locomotion import TASKS
 from neuroevo.envs.mujoco import MujocoSims, max_steps
 from neuroevo.errors import ConfigError
 
@@ -29,7 +30,7 @@ class MujocoVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP,
                          "render_fps": int(np.round(1.0 / self.sims.dt))}
-        self.spec = gymnasium.spec(env_id)
+        self.spec = gymnasium.spec(TASKS[env_id].base or env_id)
         self.max_episode_steps = max_steps(env_id)
         self._elapsed = np.zeros(num_envs, dtype=np.int64)
         self._autoreset = np.zeros(num_envs, dtype=bool)

@@ -4,7 +4,7 @@
 one line below.
 """
 
-from neuroevo.optim import ga, gans, nses, openai_es, pgpe, random_search, sepcma
+from neuroevo.optim import ga, gans, mapelites, nses, openai_es, pgpe, random_search, sepcma
 from neuroevo.optim.ga import GA
 from neuroevo.optim.openai_es import OpenAIES
 from neuroevo.optim.pgpe import PGPE
@@ -19,6 +19,7 @@ ALGORITHMS.register(random_search.ALGORITHM)
 ALGORITHMS.register(pgpe.ALGORITHM)
 ALGORITHMS.register(sepcma.ALGORITHM)
 ALGORITHMS.register(gans.ALGORITHM)
+ALGORITHMS.register(mapelites.ALGORITHM)
 for _algorithm in nses.ALGORITHMS:  # NS-ES, NSR-ES, NSRA-ES
     ALGORITHMS.register(_algorithm)
 

@@ -129,6 +129,10 @@ class GA(Optimizer):
     def elite(self) -> SeedChain | None:
         return self.state.elite
 
+    @property
+    def elite_score(self) -> float:
+        return self.state.elite_score
+
     def deployed_params(self) -> torch.Tensor | None:
         return None if self.state.elite is None else self.decoder().decode(self.state.elite)
 

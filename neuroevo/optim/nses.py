@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from neuroevo.errors import CheckpointError, check_range
+from neuroevo.errors import CheckpointError, ConfigError, check_range
 from neuroevo.genomes import SEED_BOUND, Perturbation, PerturbationDecoder, Population
 from neuroevo.metrics import Metric
 from neuroevo.noise import NoiseTable
@@ -168,6 +168,13 @@ class NoveltyES(Optimizer):
             return self._around([Perturbation(int(q), sign) for q in seeds for sign in (1, -1)],
                                 s.generation, "train")
         return self._around([Perturbation(0, 0)] * self.bc_episodes, s.generation, "validate")
+
+    def member_params(self, index: int) -> torch.Tensor:
+        """``[D]`` parameters of centre ``index`` of the meta-population."""
+        if not 0 <= index < self.meta_population:
+            raise ConfigError(f"centre {index} does not exist: the meta-population has "
+                              f"centres 0 to {self.meta_population - 1}")
+        return self.state.centers[index]
 
     def _best(self) -> int:
         return int(torch.argmax(self.state.rewards))

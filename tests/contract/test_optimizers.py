@@ -21,10 +21,14 @@ START = Start(D, POPULATION, 4, torch.full((D,), 0.5), ((D,),),
 ALL = sorted(ALGORITHMS)  # every registered algorithm keeps this contract
 
 
+# the keys an algorithm has no default for: MAP-Elites' grid over behaviour_for's range
+REQUIRED = {"mapelites": dict(grid_low="-1,-1", grid_high="1,1")}
+
+
 def make(name, dims=D, nonfinite="raise"):
     """``name``'s optimizer as a run builds it (its Params' defaults, ``from_config``)."""
     a = ALGORITHMS[name]
-    opt = a.from_config(a.params().resolved(POPULATION), replace(
+    opt = a.from_config(a.params(**REQUIRED.get(name, {})).resolved(POPULATION), replace(
         START, num_params=dims, init_std=torch.full((dims,), 0.5), shapes=((dims,),),
         initial=lambda index=0: torch.linspace(-1, 1, dims).roll(index)))
     opt.nonfinite = nonfinite

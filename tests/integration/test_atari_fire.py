@@ -164,7 +164,7 @@ def test_the_frozen_screen_rule_resolves_to_the_quick_default_for_atari_only():
     assert resolve(cfg).env.fire_on_frozen_screen is None
     root = pathlib.Path(__file__).resolve().parents[2] / "experiments" / "configs"
     for name in ("deep_ga_atari", "random_search_atari", "openai_es_atari",
-                 "openai_es_atari_cpu"):
+                 "openai_es_atari_cpu", "nses_frostbite", "nsres_frostbite"):
         paper = resolve(load(str(root / f"{name}.yaml")))
         assert paper.env.fire_on_frozen_screen == 0 and paper.env.fire_on_life_loss is False
 

@@ -33,7 +33,7 @@ def _compare(ours, ref, steps: int, seed: int, scale: float = 1.5) -> tuple[int,
     return tuple(ends)
 
 
-@pytest.mark.parametrize("env_id", sorted(TASKS))
+@pytest.mark.parametrize("env_id", sorted(t for t in TASKS if TASKS[t].base is None))
 def test_equals_gymnasium_sync_vector_env(env_id):
     ours = make_vec(env_id, 3, threads=2)
     ref = gymnasium.make_vec(env_id, 3, vectorization_mode="sync")
@@ -84,6 +84,10 @@ def test_pool_episode_equals_a_fresh_gymnasium_env_with_its_seed():
     for (o, r, d), (eo, er, ed) in zip(got, expected, strict=True):
         np.testing.assert_allclose(o, eo.astype(np.float32), rtol=0, atol=1e-6)
         assert r == pytest.approx(er, abs=1e-9) and d == ed
+    # the behaviour characterisation (novelty search): the mass-weighted centre of all bodies
+    data, mass = ref.unwrapped.data, ref.unwrapped.model.body_mass
+    np.testing.assert_allclose(pool.behaviour(np.array([2]))[0],
+                               (mass @ data.xipos / mass.sum())[:2], rtol=0, atol=1e-6)
     pool.send(np.zeros((3, 6), np.float32))
     assert pool.recv()[1][2] == 0.0  # an ended env is not stepped until its next reset
 
@@ -192,3 +196,28 @@ def test_the_native_loop_is_built_once_and_without_a_compiler_the_python_loop_st
         sims.close()
     finally:
         mjnative._functions.cache_clear()
+
+
+def test_the_humanoid_trap_adds_conti_s_three_walls_and_nothing_else():
+    """HumanoidTrap-v0: Humanoid-v5 with extra/humanoid_maze.xml's U of walls; a walker put
+    against the front wall touches it, and the plain task's episodes are unchanged."""
+    import mujoco
+
+    from neuroevo.envs.locomotion import TASKS
+    from neuroevo.envs.mujoco import _model, max_steps
+
+    trap, plain = _model(TASKS["HumanoidTrap-v0"]), _model(TASKS["Humanoid-v5"])
+    assert trap.ngeom == plain.ngeom + 3 and trap.nq == plain.nq and trap.nu == plain.nu
+    assert max_steps("HumanoidTrap-v0") == 1000
+    walls = {mujoco.mj_name2id(trap, mujoco.mjtObj.mjOBJ_GEOM, f"wall{k}") for k in range(3)}
+    data = mujoco.MjData(trap)
+    data.qpos[0] = 5.3  # the torso 0.1 from the front wall's face at x = 5.4
+    for _ in range(50):
+        mujoco.mj_step(trap, data)
+    touched = {g for c in data.contact[:data.ncon] for g in (c.geom1, c.geom2)}
+    assert touched & walls
+    pool = MujocoPool("HumanoidTrap-v0", 2)
+    pool.reset(np.ones(2, bool), np.array([1, 2]))
+    pool.send(np.zeros((2, 17), np.float32))
+    pool.recv()
+    assert pool.behaviour(np.arange(2)).shape == (2, 2)

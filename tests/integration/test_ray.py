@@ -77,6 +77,18 @@ def test_the_newer_centre_methods_equal_local(name):
     assert [r["stdev_mean"] for r in ray_rows] == [r["stdev_mean"] for r in local]
 
 
+@pytest.mark.parametrize("name", ["nsres", "gans"])
+def test_novelty_search_equals_local(name):
+    """The members' behaviour travels back from the actors and into the replicas' tells
+    (the NS family's archive and centre choice, GA-NS's archive and parents)."""
+    maze = dict(algo__name=name, env__id="HardMaze-v0", algo__population=10, seed=1,
+                net__hidden="8", budget__generations=3, algo__test_episodes=1)
+    local, ray_rows = run("local", **maze), run("ray", 2, **maze)
+    assert metrics(ray_rows) == metrics(local)
+    assert [r["archive_size"] for r in ray_rows] == [r["archive_size"] for r in local]
+    assert [r["novelty_mean"] for r in ray_rows] == [r["novelty_mean"] for r in local]
+
+
 def test_a_killed_actor_is_replaced_and_every_member_evaluated_exactly_once():
     from neuroevo.build import build, ray_evaluator
     from neuroevo.config import Config, override
