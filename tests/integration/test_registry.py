@@ -158,7 +158,7 @@ def test_a_name_taken_or_a_key_of_two_types_is_refused(toy):
         name = "toy_clash"
 
     with pytest.raises(ConfigError, match=r"algo.sigma is <class 'float'> in ga, es, sepcma, "
-                                          r"gans, nses, nsres, nsraes but <class 'int'> in toy_clash"):
+                                          r"gans, mapelites, nses, nsres, nsraes but <class 'int'> in toy_clash"):
         ALGORITHMS.register(Algorithm(Other, Clash, from_config))
     with pytest.raises(UnknownName, match=r"unknown algorithm 'toy_one_pls'; did you mean "
                                           r"'toy_one_plus'"):
@@ -170,10 +170,12 @@ def test_every_registered_algorithm_gives_the_same_run_on_1_and_2_workers(name):
     timing = ("wall_time", "fps", "timings", "occupancy")
     # novelty search reads a behaviour: here the Python API's, of the final observation
     behaviour = (lambda obs: obs[:2]) if ALGORITHMS[name].optimizer.uses_behaviour else None
+    grid = (dict(algo__grid_low="-1,-1", algo__grid_high="1,1") if name == "mapelites"
+            else {})  # MAP-Elites' grid has no default: over the behaviour's range
     runs = [[{k: v for k, v in r.items() if k not in timing} for r in train(
         algo__name=name, env__id="CartPole-v1", algo__population=8, env__episode_cap=60,
         algo__test_episodes=2, engine__device="cpu", engine__workers=workers,
-        budget__generations=3, behaviour=behaviour).history] for workers in (1, 2)]
+        budget__generations=3, behaviour=behaviour, **grid).history] for workers in (1, 2)]
     assert runs[0] == runs[1] and len(runs[0]) == 3
 
 

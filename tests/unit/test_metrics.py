@@ -16,6 +16,8 @@ def test_every_key_of_a_real_row_is_declared(algo):
     keys = {k: v for k, v in CARTPOLE.items()  # the NS family validates no elite
             if not k.startswith("algo__") or k[6:] in ALGORITHMS[algo].config_keys()
             or k == "algo__population"}
+    if algo == "mapelites":  # its grid has no default: over the behaviour's range
+        keys.update(algo__grid_low="-1,-1", algo__grid_high="1,1")
     rows = train(algo__name=algo, behaviour=(lambda obs: obs[:2]) if uses else None,
                  **keys).history
     tests = {"test_score", "test_score_std", "test_episodes", "test_frames"}
