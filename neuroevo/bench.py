@@ -175,7 +175,7 @@ def _naive(built: Built, probe, episode_cap: int):
     return step
 
 
-def _engine(built: Built, seconds: float) -> tuple[float, dict, float, float]:
+def engine_rate(built: Built, seconds: float) -> tuple[float, dict, float, float]:
     """Whole generations (every phase, as ``neuroevo run``: ES's centre episodes in the next
     generation's first pass) for at least ``seconds``: ``(frames/s, stage seconds,
     occupancy, seconds in passes)``."""
@@ -199,7 +199,7 @@ def _round(steps: dict, built: Built, seconds: float) -> dict:
     for name, step in steps.items():
         frames, elapsed = _timed(seconds, step)
         out[name] = frames / elapsed
-    engine, timings, occupancy, wall = _engine(built, seconds)
+    engine, timings, occupancy, wall = engine_rate(built, seconds)
     # the stages' seconds are summed over the driver threads; engine_seconds is their wall
     return {**out, "engine_fps": engine, "occupancy": occupancy, "stage_seconds": timings,
             "engine_seconds": wall}

@@ -1,8 +1,10 @@
 """How long novelty takes beside a generation (issue 34): the archive's k-nearest-neighbour
-step for a population against an archive, and its share of a generation's wall time.
+step for a population against an archive, and its share of a generation's wall time; and
+the whole engine's frames/s running NSR-ES against OpenAI-ES.
 
     python scripts/bench_novelty.py                      # archive 10,000, population 1,000
     python scripts/bench_novelty.py --archive 10000 --population 1000 --dims 2 --repeat 5
+    python scripts/bench_novelty.py --engine HalfCheetah-v5 --seconds 30 --rounds 3
 
 It times ``neuroevo.optim.novelty.novelty`` (NS-ES, NSR-ES, NSRA-ES: a population against the
 archive) and ``population_novelty`` (GA-NS: the archive plus the population), the median of
@@ -33,6 +35,33 @@ def timed(fn, repeat: int) -> float:
     return statistics.median(seconds)
 
 
+def engine_ratio(env: str, population: int, seconds: float, rounds: int) -> dict:
+    """Whole generations of OpenAI-ES and NSR-ES on ``env`` (the same net, population and
+    layout), in alternating rounds in this one process; each figure is its best round."""
+    from neuroevo.bench import engine_rate
+    from neuroevo.build import build
+    from neuroevo.config import Config, override
+
+    built = {}
+    for algo in ("es", "nsres"):
+        cfg = Config()
+        for key, value in {"algo.name": algo, "env.id": env, "algo.population": population,
+                           "engine.device": "cpu"}.items():
+            override(cfg, key, value)
+        built[algo] = build(cfg)
+    best = {algo: 0.0 for algo in built}
+    try:
+        for _ in range(rounds):
+            for algo, b in built.items():
+                best[algo] = max(best[algo], engine_rate(b, seconds)[0])
+    finally:
+        for b in built.values():
+            b.evaluator.close()
+    return {"env": env, "population": population, "seconds": seconds, "rounds": rounds,
+            "es_fps": round(best["es"]), "nsres_fps": round(best["nsres"]),
+            "nsres_over_es": round(best["nsres"] / best["es"], 3)}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--archive", type=int, default=10_000)
@@ -42,7 +71,15 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--steps-per-second", type=float, default=14_000.0)
     p.add_argument("--episode-steps", type=int, default=1_000)
+    p.add_argument("--engine", metavar="ENV", help="measure the engine's frames/s with "
+                   "NSR-ES against OpenAI-ES on this env instead")
+    p.add_argument("--seconds", type=float, default=30.0)
+    p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
+    if args.engine:
+        print(json.dumps(engine_ratio(args.engine, args.population, args.seconds,
+                                      args.rounds), indent=1))
+        return
     rng = np.random.default_rng(0)
     archive = torch.as_tensor(rng.normal(size=(args.archive, args.dims)))
     bcs = rng.normal(size=(args.population, args.dims))

@@ -3,7 +3,7 @@
     python scripts/maze_table.py experiments/learning/maze            # run (or continue)
     python scripts/maze_table.py experiments/learning/maze --report-only
 
-Each cell (method, seed) is a normal run directory, ``OUT/runs/<method>-s<seed>``, run as
+Each cell (method, seed) is a normal run directory, ``OUT/table-runs/<method>-s<seed>``, run as
 ``neuroevo run METHOD --env HardMaze-v0 --frames N ... --resume`` in a subprocess, so the
 script continues where it stopped. Every method gets the same env steps, the same network
 (an MLP 64-64 on the maze's 11 sensors) and a population of 100 a generation; each keeps its
@@ -54,7 +54,7 @@ OWN = {"ga": GA_SETS, "gans": GA_SETS,
 
 
 def run_dir(out: str, method: str, seed: int) -> str:
-    return os.path.join(out, "runs", f"{method}-s{seed}")
+    return os.path.join(out, "table-runs", f"{method}-s{seed}")
 
 
 def rows(path: str) -> list[dict]:

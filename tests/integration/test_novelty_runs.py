@@ -115,3 +115,18 @@ def test_the_authors_configs_resolve_with_their_settings(name, population, centr
     a = cfg.algo
     assert (a.population, a.centres, a.bc_episodes, a.k, a.sigma) == (
         population, centres, bc_episodes, 10, 0.02)
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["--set", "algo.k=0"], "algo.k must be >= 1, got 0"),
+    (["--set", "algo.grid_low=0,0", "--set", "algo.grid_high=0,5"],
+     "algo.grid_high must be above algo.grid_low in every dimension"),
+])
+def test_bad_novelty_settings_are_one_line_and_write_nothing(sets, message, tmp_path,
+                                                            monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    algo = "mapelites" if "algo.grid_low=0,0" in sets else "nses"
+    assert cli.main(["run", algo, "--env", "HardMaze-v0", *sets, "--run-dir", "r"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err
+    assert not (tmp_path / "r").exists()
