@@ -329,7 +329,6 @@ class _Run:
         self.computed = self.offered = self.next_member = self.finished = 0
         self.start = time.perf_counter()
 
-
     def record_behaviour(self, episodes: np.ndarray, bc: np.ndarray) -> None:
         """The behaviour characterisations of the pass's ``episodes``, checked."""
         if self.bc is None:
