@@ -76,8 +76,8 @@ def test_the_start_observation_matches_hand_computed_rangefinders():
     # Behind (-180 deg, along -x): wall (4, 49)-(7, 202) crosses y = 184 at x = 4 + 3 * 135 /
     # 153 = 6.647, so 36 - 6.647 = 29.353 away. Left (+90 deg, along +y): wall (7, 202)-
     # (195, 198) is at y = 202 - 4 * 29 / 188 = 201.383 above x = 36, 17.383 away. Along
-    # -y (-90 deg) no wall is within the range 100 (the next one is 184 - 157 = 27 down but
-    # at x = 56, not 36; the goal room's walls are further than 100).
+    # -y (-90 deg) the first wall to cross x = 36 is (4, 49)-(57, 53), at y = 51.5: 132.5
+    # away, beyond the range 100, so the reading is 1.
     assert obs[0] == 1.0
     assert obs[6] == pytest.approx(0.29353, abs=1e-5)
     assert obs[5] == pytest.approx(0.17383, abs=1e-5)
