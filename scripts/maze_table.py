@@ -17,7 +17,9 @@ score is minus that distance), and whether any training episode ended within
 goal leads into (under the wall below the goal room), keeps reward-seeking methods at a
 distance of about 39. ``archives.png`` draws seed 0's behaviour archives over the maze
 (``neuroevo plot --archive``), ``maze.png`` every method's closest episode against env
-steps and MAP-Elites' coverage.
+steps and MAP-Elites' coverage. ``archives.png`` needs the runs' checkpoints, which the
+repository does not keep (``experiments/learning/maze/.gitignore``): it is drawn where the
+runs ran.
 """
 
 from __future__ import annotations
