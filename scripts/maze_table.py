@@ -31,6 +31,7 @@ import sys
 
 import numpy as np
 
+from neuroevo.checkpoint import RunDir
 from neuroevo.envs.maze import SOLVED_RADIUS
 from neuroevo.errors import CheckpointError
 from neuroevo.files import atomic_write
@@ -134,7 +135,7 @@ def figure(out: str, methods, seeds) -> None:
     import matplotlib.pyplot as plt
 
     archived = [run_dir(out, m, seeds[0]) for m in methods if m in ARCHIVES]
-    archived = [path for path in archived if rows(path)]
+    archived = [path for path in archived if RunDir(path).has_checkpoint()]
     if archived:
         plot_archives(archived, os.path.join(out, "archives.png"))
     fig, (ax, qd) = plt.subplots(1, 2, figsize=(11, 4.2))
