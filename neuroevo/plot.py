@@ -27,6 +27,7 @@ from neuroevo.errors import CheckpointError, ConfigError, UnknownName
 from neuroevo.files import atomic_write
 from neuroevo.metrics import METRICS
 from neuroevo.optim import ALGORITHMS
+from neuroevo.optim.mapelites import parse_bounds
 from neuroevo.serial import loads_strict
 
 X = {"frames": ("frames", "frames (Atari: emulator frames; gymnasium: env steps)"),
@@ -128,8 +129,8 @@ def plot_archives(runs: list[str], output: str) -> None:
         if "cells" in state:
             bins = cfg.algo.bins
             grid = state["fitness"].numpy().reshape(bins, bins).T  # [y, x]
-            low, high = (tuple(float(v) for v in b.split(","))
-                         for b in (cfg.algo.grid_low, cfg.algo.grid_high))
+            low = parse_bounds(cfg.algo.grid_low, "grid_low")
+            high = parse_bounds(cfg.algo.grid_high, "grid_high")
             shown = ax.imshow(np.where(np.isfinite(grid), grid, np.nan), origin="lower",
                               extent=(low[0], high[0], low[1], high[1]), cmap="viridis")
             fig.colorbar(shown, ax=ax, label="fitness of the cell's elite")

@@ -40,6 +40,13 @@ def validate_behaviour(behaviour, members: int, who: str) -> np.ndarray:
     return b
 
 
+def antithetic_pairs(rng: np.random.Generator, population_size: int) -> list[Perturbation]:
+    """Antithetic pairs ``+/- eps(seed)``, adjacent, one seed per pair drawn from ``rng`` (so
+    a worker ships one int)."""
+    seeds = rng.integers(0, SEED_BOUND, population_size // 2)
+    return [Perturbation(int(k), sign) for k in seeds for sign in (1, -1)]
+
+
 def resolve_dims(num_params, center) -> tuple[int, torch.Tensor | None]:
     """``(D, center)`` from ``num_params=D`` or an initial parameter tensor, checked to agree."""
     if center is not None:
@@ -224,10 +231,8 @@ class CenterSearch(Optimizer):
             self.noise, center, scale, device, self.lowrank), budgeted=budgeted)
 
     def _pairs(self) -> Population:
-        """This generation's training members: antithetic pairs ``+/- eps(seed)``, adjacent,
-        one seed per pair (so a worker ships one int)."""
-        seeds = self.rng().integers(0, SEED_BOUND, self.population_size // 2)
-        return self._population([Perturbation(int(k), sign) for k in seeds for sign in (1, -1)],
+        """This generation's training members (``antithetic_pairs``) around the centre."""
+        return self._population(antithetic_pairs(self.rng(), self.population_size),
                                 self.state.generation, "train")
 
     def _copies(self, episodes: int, phase: str) -> Population:

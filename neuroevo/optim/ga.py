@@ -241,11 +241,17 @@ class GAParams(EliteParams):
                        truncation=self.truncation or max(1, min(20, population // 5)))
 
 
-def from_config(p: GAParams, start: Start) -> GA:
+def ga_arguments(p: GAParams, start: Start) -> dict:
+    """The GA constructor's arguments from its config keys (GA-NS adds its own)."""
     lowrank = dict(rank=p.rank, shapes=start.shapes) if p.rank else {}
-    return GA(start.num_params, init_std=start.init_std, population_size=start.population,
-              truncation=p.truncation, sigma=p.sigma, elite_candidates=p.elite_candidates,
-              validation_episodes=p.validation_episodes, seed=start.seed, **lowrank)
+    return dict(num_params=start.num_params, init_std=start.init_std,
+                population_size=start.population, truncation=p.truncation, sigma=p.sigma,
+                elite_candidates=p.elite_candidates, validation_episodes=p.validation_episodes,
+                seed=start.seed, **lowrank)
+
+
+def from_config(p: GAParams, start: Start) -> GA:
+    return GA(**ga_arguments(p, start))
 
 
 ALGORITHM = Algorithm(GA, GAParams, from_config, pbt=("sigma", "truncation"),

@@ -27,9 +27,9 @@ import torch
 
 from neuroevo.errors import check_range
 from neuroevo.genomes import Population
-from neuroevo.optim.ga import GA, GAParams, GAState
+from neuroevo.optim.ga import GA, GAParams, GAState, ga_arguments
 from neuroevo.optim.novelty import METRICS as NOVELTY_METRICS
-from neuroevo.optim.novelty import population_novelty
+from neuroevo.optim.novelty import append, population_novelty
 from neuroevo.optim.registry import Algorithm, Start, at_least, param
 from neuroevo.optim.shaping import top_k
 
@@ -65,8 +65,8 @@ class GANS(GA):
             return self._tell(pop, fitness)
         novelties = population_novelty(s.archive, behaviour, self.k)
         draws = np.random.default_rng([self.seed, s.generation, ARCHIVE_STREAM])
-        joins = torch.as_tensor(behaviour[draws.random(len(pop)) < self.archive_probability])
-        s.archive = joins if s.archive is None else torch.cat([s.archive, joins])
+        joins = behaviour[draws.random(len(pop)) < self.archive_probability]
+        s.archive = torch.as_tensor(joins) if s.archive is None else append(s.archive, joins)
         metrics, done = self._select(pop, fitness, top_k(fitness, len(fitness)),
                                      top_k(novelties, len(novelties)))
         return {**metrics, "novelty_mean": float(novelties.mean()),
@@ -81,11 +81,7 @@ class GANSParams(GAParams):
 
 
 def from_config(p: GANSParams, start: Start) -> GANS:
-    lowrank = dict(rank=p.rank, shapes=start.shapes) if p.rank else {}
-    return GANS(start.num_params, init_std=start.init_std, population_size=start.population,
-                truncation=p.truncation, sigma=p.sigma, elite_candidates=p.elite_candidates,
-                validation_episodes=p.validation_episodes, seed=start.seed, k=p.k,
-                archive_probability=p.archive_probability, **lowrank)
+    return GANS(**ga_arguments(p, start), k=p.k, archive_probability=p.archive_probability)
 
 
 ALGORITHM = Algorithm(GANS, GANSParams, from_config, pbt=("sigma", "truncation"),

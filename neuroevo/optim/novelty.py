@@ -22,10 +22,24 @@ from neuroevo.metrics import Metric
 CHUNK = 4096  # queries per distance matrix: 4096 x 100,000 float64 is 3.3 GB at most
 
 
-def novelty(archive: torch.Tensor, bcs, k: int) -> np.ndarray:
-    """``[Q]`` novelty of each of ``bcs`` (``[Q, d]``) against ``archive`` (``[n, d]``)."""
+def _check_k(k: int) -> None:
     check_range("k", k, isinstance(k, int) and not isinstance(k, bool) and k >= 1,
                 "an integer >= 1 (the paper: 10)")
+
+
+def _distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``[len(a), len(b)]`` Euclidean distances, each computed on its own: cdist's
+    matrix-product path would make a distance depend on how many others it is computed with."""
+    return torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist")
+
+
+def _mean_nearest(distances: torch.Tensor, nearest: int) -> torch.Tensor:
+    return distances.topk(nearest, dim=1, largest=False).values.mean(1)
+
+
+def novelty(archive: torch.Tensor, bcs, k: int) -> np.ndarray:
+    """``[Q]`` novelty of each of ``bcs`` (``[Q, d]``) against ``archive`` (``[n, d]``)."""
+    _check_k(k)
     queries = torch.as_tensor(np.asarray(bcs), dtype=torch.float64, device=archive.device)
     if queries.ndim != 2 or queries.shape[1] != archive.shape[1]:
         raise ConfigError(f"behaviour characterisations of shape {list(queries.shape)} do not "
@@ -34,10 +48,7 @@ def novelty(archive: torch.Tensor, bcs, k: int) -> np.ndarray:
         raise ConfigError("novelty needs an archive with at least one point")
     points = archive.to(torch.float64)
     nearest = min(k, len(points))
-    # cdist's matrix-product path would make a distance depend on the chunk's size
-    out = [torch.cdist(chunk, points, compute_mode="donot_use_mm_for_euclid_dist")
-           .topk(nearest, dim=1, largest=False).values.mean(1)
-           for chunk in queries.split(CHUNK)]
+    out = [_mean_nearest(_distances(chunk, points), nearest) for chunk in queries.split(CHUNK)]
     return torch.cat(out).cpu().numpy()
 
 
@@ -45,19 +56,17 @@ def population_novelty(archive: torch.Tensor | None, bcs, k: int) -> np.ndarray:
     """``[P]`` novelty of each member of a population against the archive and the other
     members (Lehman & Stanley 2011: the k nearest among the archive and the current
     population, the member itself left out)."""
-    check_range("k", k, isinstance(k, int) and not isinstance(k, bool) and k >= 1,
-                "an integer >= 1 (the paper: 10)")
+    _check_k(k)
     members = torch.as_tensor(np.asarray(bcs), dtype=torch.float64)
-    mode = "donot_use_mm_for_euclid_dist"
-    within = torch.cdist(members, members, compute_mode=mode)
+    within = _distances(members, members)
     within.fill_diagonal_(float("inf"))
     parts = [within] if archive is None else [
-        torch.cdist(members, archive.to(torch.float64).cpu(), compute_mode=mode), within]
+        _distances(members, archive.to(torch.float64).cpu()), within]
     distances = torch.cat(parts, dim=1)
     nearest = min(k, distances.shape[1] - 1)  # the member itself is not a neighbour
     if nearest < 1:
         raise ConfigError("novelty needs at least two members or an archive")
-    return distances.topk(nearest, dim=1, largest=False).values.mean(1).numpy()
+    return _mean_nearest(distances, nearest).numpy()
 
 
 METRICS = (Metric("novelty_mean", "novelty search: the training members' mean novelty",

@@ -46,11 +46,11 @@ import numpy as np
 import torch
 
 from neuroevo.errors import CheckpointError, ConfigError, check_range
-from neuroevo.genomes import SEED_BOUND, Perturbation, PerturbationDecoder, Population
+from neuroevo.genomes import Perturbation, PerturbationDecoder, Population
 from neuroevo.metrics import Metric
 from neuroevo.noise import NoiseTable
 from neuroevo.optim.adam import AdamState, adam_step
-from neuroevo.optim.base import Optimizer
+from neuroevo.optim.base import Optimizer, antithetic_pairs
 from neuroevo.optim.novelty import METRICS as NOVELTY_METRICS
 from neuroevo.optim.novelty import append, novelty
 from neuroevo.optim.openai_es import antithetic_gradient
@@ -164,8 +164,7 @@ class NoveltyES(Optimizer):
             return Population(genomes, s.generation, "validate",
                               lambda device: _Centres(self.noise, centers, device))
         if s.phase == "train":
-            seeds = self.rng().integers(0, SEED_BOUND, self.population_size // 2)
-            return self._around([Perturbation(int(q), sign) for q in seeds for sign in (1, -1)],
+            return self._around(antithetic_pairs(self.rng(), self.population_size),
                                 s.generation, "train")
         return self._around([Perturbation(0, 0)] * self.bc_episodes, s.generation, "validate")
 
