@@ -106,14 +106,6 @@ def run_config(b: BenchConfig) -> Config:
     return cfg
 
 
-def random_actions(space, n: int, rng) -> np.ndarray:
-    """``n`` uniformly random actions of ``space`` as the pools take them."""
-    if space.discrete:
-        return rng.integers(0, space.n, n).astype(np.int32)
-    low, high = space.bounds()
-    return rng.uniform(low, high, (n, len(low))).astype(np.float32)
-
-
 def _sim(built: Built, subsets: int, slots: int, threads: int, rng):
     """The env pools alone, stepping random actions: ``(step, pools)``."""
     env = built.env
@@ -123,7 +115,7 @@ def _sim(built: Built, subsets: int, slots: int, threads: int, rng):
 
     def step() -> int:
         for p in pools:  # all pools step at once, as in the engine
-            p.send(random_actions(env.action, slots, rng))
+            p.send(env.action.sample(rng, slots))
         for p in pools:
             _, _, done = p.recv()
             # stepped again only after a reset (ale-py resets on its own, without the

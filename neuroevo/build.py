@@ -83,9 +83,10 @@ def resolve(cfg: Config) -> Config:
         out.env.obs_norm = "on" if env.traits.obs_norm else "off"
     if out.env.action_noise is None:
         out.env.action_noise = env.traits.action_noise
-    if env.atari is not None:
-        out.env.fire_on_life_loss = env.atari.fire_on_life_loss
-        out.env.fire_on_frozen_screen = env.atari.fire_on_frozen_screen
+    if env.atari is not None:  # what an ale-py id means is written out (envs.ale_ids)
+        for key in ("game", "sticky_actions", "frameskip", "full_action_space", "noop_max",
+                    "fire_reset", "fire_on_life_loss", "fire_on_frozen_screen"):
+            setattr(out.env, key, getattr(env.atari, key))
     if not out.env.test_episode_cap:  # the env's own limit, as the papers test
         out.env.test_episode_cap = env.max_steps or 108_000 // env.frameskip
     if not (out.budget.generations or out.budget.frames):
@@ -177,11 +178,8 @@ def build(cfg: Config, local: bool = True, behaviour=None) -> Built:
     device = resolve_device(cfg.engine.device)
     e, env, net = cfg.engine, env_spec(cfg.env), cfg.net.name
     template, spec, hidden = _template(cfg, env)
-    a = env.action
-    arch = {"net": net, "obs_shape": list(env.obs_shape), "num_outputs": a.outputs,
-            "hidden": list(hidden), "discrete": a.discrete,
-            "action_low": None if a.discrete else list(a.low),
-            "action_high": None if a.discrete else list(a.high), "vbn": cfg.net.vbn}
+    arch = {"net": net, "obs_shape": list(env.obs_shape), "hidden": list(hidden),
+            **env.action.arch(), "vbn": cfg.net.vbn}
     optimizer = make_optimizer(cfg, spec)
     policy = BatchedPolicy(template.to(device), spec, from_environment(device),
                            reference_batch(env, cfg.seed, device) if cfg.net.vbn else None,

@@ -37,7 +37,7 @@ import yaml
 
 from neuroevo.config import Config, from_dict, identity, parse_yaml, to_dict
 from neuroevo.errors import CheckpointError, ConfigError
-from neuroevo.files import atomic_write, is_temporary, storage_error
+from neuroevo.files import atomic_write, is_temporary, read_regular, storage_error
 from neuroevo.loop import Callback, Totals
 from neuroevo.metrics import columns
 from neuroevo.optim import ALGORITHMS
@@ -48,6 +48,8 @@ STATE_FORMAT = "neuroevo.checkpoint/2"
 # Atari settings added after runs were written: a config or checkpoint without one ran as
 # this value (off).
 LEGACY_OFF = {"fire_on_life_loss": False, "fire_on_frozen_screen": 0}
+# Env settings added later whose absence means what every run did before, any env.
+LEGACY_ENV = {"full_action_space": False, "fire_reset": True}
 # Before the algorithm registry every run's config held every algo key, those its
 # algorithm ignores at these defaults; they now stay None (the algorithm does not use them).
 LEGACY_ALGO = {"sigma": None, "truncation": 0, "elite_candidates": 5,
@@ -211,8 +213,7 @@ class RunDir:
         (config.yaml may leave the layout automatic; this says what each machine chose). An
         unreadable ``run.json`` is started again: it informs, nothing is loaded from it."""
         try:
-            with open(self.file("run.json")) as f:
-                sessions = loads_strict(f.read())["sessions"]
+            sessions = loads_strict(read_regular(self.file("run.json")))["sessions"]
             if not isinstance(sessions, list):
                 raise ValueError("sessions is not a list")
         except (OSError, ValueError, KeyError, TypeError):
@@ -226,18 +227,21 @@ class RunDir:
                                   "directory that 'neuroevo run' printed")
         path = self.file("config.yaml")
         try:
-            with open(path) as f:
-                data = parse_yaml(f)
+            data = parse_yaml(read_regular(path).decode())
             if isinstance(data, dict) and isinstance(data.get("algo"), dict):
                 data = {**data, "algo": _legacy_algo(data["algo"])}
             cfg = from_dict(data)
         except (OSError, ValueError, yaml.YAMLError, AttributeError, ConfigError) as e:
-            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+            reason = e.strerror if isinstance(e, OSError) and e.strerror else (
+                str(e).splitlines()[0] if str(e) else type(e).__name__)
             raise CheckpointError(f"{path} is missing or corrupt ({reason}); this is not a "
                                   "neuroevo run directory") from None
         for key, off in LEGACY_OFF.items():  # written before the setting: it ran without
             if not cfg.env.id and key not in data.get("env", {}):
                 setattr(cfg.env, key, off)
+        for key, value in LEGACY_ENV.items():
+            if key not in data.get("env", {}):
+                setattr(cfg.env, key, value)
         return cfg
 
     # -- the checkpoint -------------------------------------------------------------------
@@ -292,6 +296,7 @@ class RunDir:
         for key, off in LEGACY_OFF.items():  # saved before the setting: it ran without
             if f"env.{key}" not in saved:
                 saved = {**saved, f"env.{key}": None if saved.get("env.id") else off}
+        saved = {**{f"env.{k}": v for k, v in LEGACY_ENV.items()}, **saved}
         changed = sorted(k for k in set(mine) | set(saved) if mine.get(k) != saved.get(k))
         if not changed:  # a key one side lacks is None (an algorithm's key it does not use)
             return

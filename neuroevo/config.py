@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from neuroevo.envs.ale_ids import is_ale_id
+from neuroevo.envs.ale_ids import settings as ale_settings
 from neuroevo.errors import ConfigError, StateError, UnknownName
+from neuroevo.files import read_regular
 from neuroevo.optim import ALGORITHMS
 
 
@@ -75,10 +78,13 @@ def params_of(cfg: Config):
 @dataclass
 class EnvConfig(_Section):
     game: str = "breakout"  # ale-py ROM id (snake_case)
-    id: str = ""  # a gymnasium env id (CartPole-v1, ...); when set, it is used instead of game
+    id: str = ""  # a gymnasium env id (CartPole-v1, ALE/Breakout-v5, ...); when set, it is
+    # used instead of game; an ale-py id sets the Atari keys it means (neuroevo.envs.ale_ids)
     sticky_actions: float = 0.0  # repeat-action probability (0.25 for the v5 protocol)
     noop_max: int = 30  # random no-op frames on reset, after FIRE (neuroevo.envs.atari)
     frameskip: int = 4  # emulator frames per agent step
+    full_action_space: bool = False  # Atari: all 18 actions, not the game's minimal set
+    fire_reset: bool = True  # Atari: press FIRE at reset, before the no-ops (ale-py's reset)
     fire_on_life_loss: bool | None = None  # Atari: press FIRE on the step after a lost life
     # (None: on, the quick default; the paper configs: false; neuroevo.envs.atari)
     fire_on_frozen_screen: int | None = None  # Atari: press FIRE after this many agent steps
@@ -292,15 +298,18 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:bool",
 
 
 def parse_yaml(text):
-    """Safe YAML (no tags that build objects) with YAML 1.2 booleans."""
-    return yaml.load(text, Loader=_Loader)
+    """Safe YAML (no tags that build objects) with YAML 1.2 booleans; nesting too deep to
+    parse is a ``yaml.YAMLError`` like any other unreadable document."""
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except RecursionError:
+        raise yaml.YAMLError("nested too deeply to read") from None
 
 
 def load(path: str) -> Config:
     """A config from a YAML file of overrides (see ``experiments/configs/``)."""
     try:
-        with open(path) as f:
-            data = parse_yaml(f) or {}
+        data = parse_yaml(read_regular(path).decode()) or {}
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}; check the path") from None
     except (yaml.YAMLError, UnicodeDecodeError) as e:
@@ -310,8 +319,8 @@ def load(path: str) -> Config:
 
 
 # unused by gymnasium ids
-ATARI_KEYS = {"game", "sticky_actions", "noop_max", "frameskip", "fire_on_life_loss",
-              "fire_on_frozen_screen"}
+ATARI_KEYS = {"game", "sticky_actions", "noop_max", "frameskip", "full_action_space",
+              "fire_reset", "fire_on_life_loss", "fire_on_frozen_screen"}
 RAY_KEYS = {"ray_address", "ray_actors", "ray_timeout"}  # used only with engine.backend=ray
 RAY_ADDRESS = re.compile(r"^(|auto|(ray://)?[^\s:/]+:\d{1,5})$")
 DEVICE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
@@ -363,7 +372,7 @@ def unused(cfg: Config) -> list[tuple[str, str]]:
             users = ALGORITHMS.users(key)
             out.append((f"algo.{key}", f"the {cfg.algo.name} algorithm does not use it ("
                         f"{', '.join(users)} use{'s' if len(users) == 1 else ''} it)"))
-    if cfg.env.id:
+    if cfg.env.id and not is_ale_id(cfg.env.id):
         out += [(f"env.{k}", f"it configures Atari games, and env.id={cfg.env.id!r} is set")
                 for k in sorted(ATARI_KEYS) if getattr(cfg.env, k) != getattr(d.env, k)]
     elif cfg.env.action_noise not in (None, 0):
@@ -390,3 +399,17 @@ def check(cfg: Config) -> None:
     for key, why in unused(cfg):
         raise ConfigError(f"{key} is set but not used: {why}; remove it from the config or "
                           "the command line")
+    if cfg.env.id and is_ale_id(cfg.env.id):
+        _check_ale_id(cfg.env)
+
+
+def _check_ale_id(env: EnvConfig) -> None:
+    """An ale-py id means its Atari keys: one set away from its default to another value
+    is refused rather than silently overridden (or silently ignored)."""
+    default = EnvConfig()
+    for key, meant in ale_settings(env.id).items():
+        value = getattr(env, key)
+        if value != getattr(default, key) and value != meant:
+            raise ConfigError(f"env.{key}={value!r} conflicts with env.id={env.id!r}, which "
+                              f"means {meant!r}; remove it, or use --game "
+                              f"{ale_settings(env.id)['game']} with your settings")

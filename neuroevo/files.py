@@ -1,4 +1,5 @@
-"""Safe file writes: atomic, durable, never redirected by a planted symlink.
+"""Safe file writes: atomic, durable, never redirected by a planted symlink; and reads of
+regular files only.
 
 ``atomic_write`` creates a unique temporary file beside the target (``tempfile.mkstemp``:
 ``O_CREAT | O_EXCL``, so it never opens an existing file or a symlink), writes and fsyncs
@@ -7,13 +8,19 @@ power cut) leaves either the old version or the new one. A rename replaces a sym
 target rather than following it. On any failure the temporary file is removed and the
 target is untouched; an ``OSError`` becomes a one-line ``StorageError`` that names the path
 and the free space.
+
+``read_regular`` refuses a FIFO, a device, a socket or a directory planted where a file is
+expected, without blocking on it or reading from it: an ``OSError`` whose ``strerror`` says
+what it is, for the caller's one-line error.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
+import stat
 import tempfile
 
 from neuroevo.errors import StorageError
@@ -80,3 +87,31 @@ def atomic_write(path: str, data: str | bytes) -> None:
 
 def is_temporary(name: str) -> bool:
     return name.startswith(TMP_PREFIX) and name.endswith(".tmp")
+
+
+_NOT_REGULAR = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"),
+                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                (stat.S_ISSOCK, "a socket"))
+
+
+def _check_mode(path: str, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _NOT_REGULAR if test(mode)), "special")
+        raise OSError(errno.EINVAL, f"{kind}, not a regular file", path)
+
+
+def check_regular(path: str) -> None:
+    """Raise ``OSError`` unless ``path`` (followed through links) is a regular file; for
+    readers that open the path themselves (safetensors)."""
+    _check_mode(path, os.stat(path).st_mode)
+
+
+def read_regular(path: str) -> bytes:
+    """The bytes of the regular file ``path``; anything else is an ``OSError`` (module doc).
+    The open does not block (``O_NONBLOCK``), and what it opened is checked before reading,
+    so a FIFO swapped in after ``check_regular`` is refused too."""
+    check_regular(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        _check_mode(path, os.fstat(fd).st_mode)
+        return f.read()

@@ -22,6 +22,7 @@ import torch
 from neuroevo.errors import ConfigError
 from neuroevo.lowrank import LowRank
 from neuroevo.noise import NoiseTable
+from neuroevo.serial import loads_strict
 
 SEED_BOUND = 1 << 32  # seeds are stored as uint32
 JSON_FORMAT = "neuroevo.seedchain/1"
@@ -63,7 +64,9 @@ class SeedChain:
     @classmethod
     def from_json(cls, text: str) -> SeedChain:
         try:
-            doc = json.loads(text)
+            doc = loads_strict(text)
+            if not isinstance(doc, dict):
+                raise TypeError("not a JSON object")
             if doc.get("format") != JSON_FORMAT:
                 raise ValueError(f"format {doc.get('format')!r}")
             seeds = np.frombuffer(base64.b64decode(doc["seeds"]), dtype="<u4").tolist()

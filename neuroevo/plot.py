@@ -24,7 +24,7 @@ from neuroevo.envs.locomotion import TASKS
 from neuroevo.envs.maze import ENV_ID as MAZE_ID
 from neuroevo.envs.maze import GOAL, START, WALLS
 from neuroevo.errors import CheckpointError, ConfigError, UnknownName
-from neuroevo.files import atomic_write
+from neuroevo.files import atomic_write, read_regular
 from neuroevo.metrics import METRICS
 from neuroevo.optim import ALGORITHMS
 from neuroevo.optim.mapelites import parse_bounds
@@ -44,10 +44,12 @@ def load(run_dir: str, warn=None) -> list[dict]:
     program copied the file) is skipped with ``warn(message)``."""
     path = pathlib.Path(run_dir) / "metrics.jsonl"
     try:
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        lines = [line for line in read_regular(str(path)).decode().splitlines()
+                 if line.strip()]
     except (OSError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"cannot read {path} ({e}); give run directories written by "
-                              "'neuroevo run'") from None
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+        raise CheckpointError(f"cannot read {path} ({reason}); give run directories written "
+                              "by 'neuroevo run'") from None
     rows = []
     for k, line in enumerate(lines):
         try:

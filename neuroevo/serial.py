@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from neuroevo.errors import CheckpointError
-from neuroevo.files import atomic_write
+from neuroevo.files import atomic_write, check_regular
 
 _FLOATS = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
@@ -119,17 +119,20 @@ def save_file(path: str, tree, meta: dict[str, str] | None = None) -> None:
     atomic_write(path, dumps(tree, meta))
 
 
-def read_file(path: str) -> tuple[dict[str, str], dict[str, torch.Tensor]]:
-    """``(metadata, tensors)`` of a safetensors file; anything else is a ``CheckpointError``."""
+def read_file(path: str, what: str = "neuroevo state file",
+              fix: str = "restore it from a backup or start the run again"
+              ) -> tuple[dict[str, str], dict[str, torch.Tensor]]:
+    """``(metadata, tensors)`` of a safetensors file; anything else (a corrupt file, a FIFO,
+    a directory) is a one-line ``CheckpointError``: ``{path} is not a {what} (why); {fix}``."""
     from safetensors import SafetensorError, safe_open
 
     try:
+        check_regular(path)
         with safe_open(path, framework="pt") as f:
             meta = f.metadata() or {}
             return meta, {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - not a dict
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-        raise CheckpointError(f"{path} is not a neuroevo state file ({_first_line(e)}); "
-                              "restore it from a backup or start the run again") from None
+        raise CheckpointError(f"{path} is not a {what} ({_first_line(e)}); {fix}") from None
 
 
 def load_file(path: str, types: dict[str, type], fmt: str | None = None):
@@ -145,9 +148,13 @@ def load_file(path: str, types: dict[str, type], fmt: str | None = None):
     return meta, decode(doc, tensors, types)
 
 
-def loads_strict(text: str):
-    """``json.loads`` that refuses ``NaN`` and ``Infinity`` (not JSON; neuroevo writes null)."""
-    return json.loads(text, parse_constant=_no_constant)
+def loads_strict(text: str | bytes):
+    """``json.loads`` that refuses ``NaN`` and ``Infinity`` (not JSON; neuroevo writes null)
+    and nesting too deep to parse: a ``ValueError`` either way."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
 
 
 def _no_constant(name: str):
@@ -155,5 +162,7 @@ def _no_constant(name: str):
 
 
 def _first_line(e: Exception) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
     text = str(e).strip().splitlines()
     return text[0] if text else type(e).__name__

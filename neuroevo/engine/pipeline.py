@@ -129,9 +129,7 @@ class PipelinedEvaluator:
         self._resetter = (ThreadPoolExecutor(subsets, thread_name_prefix="neuroevo-reset")
                           if async_resets else None)
         self._stop = threading.Event()  # set by close(): an evaluation in another thread ends
-        box = not env.action.discrete
-        self.action_shape = (env.action.outputs,) if box else ()
-        self.action_dtype = np.float32 if box else np.int32
+        self.action_shape, self.action_dtype = env.action.shape, env.action.dtype
 
     def layout(self) -> dict:
         """The machine layout this evaluator runs (``run.json`` records it)."""
@@ -264,7 +262,7 @@ class PipelinedEvaluator:
         out = self.policy.forward(sub.params.prefix(count), obs)  # [count, outputs]
         t2 = run.clock.mark()
         noise = noisy = None
-        if self.action_noise and not self.env.action.discrete:
+        if self.action_noise and self.env.action.box:
             noisy = np.flatnonzero(sub.training[envs])  # rows of training episodes
             if len(noisy):
                 noise = self.action_noise * step_normals(

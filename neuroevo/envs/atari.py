@@ -74,6 +74,7 @@ class AtariConfig:
     noop_max: int = 30  # ale-py: FIRE, then U(0, noop_max - 1) - 1 no-op frames (module doc)
     frameskip: int = 4
     full_action_space: bool = False
+    fire_reset: bool = True  # ale-py's reset presses FIRE before the no-ops (module doc)
     episode_cap: int | None = 5000  # agent steps; None: ale-py's 108,000 frames
     fire_on_life_loss: bool = False  # FIRE on the step after a lost life (module doc)
     fire_on_frozen_screen: int = 0  # FIRE after this many steps of an unchanged frame; 0: off
@@ -139,7 +140,7 @@ class AtariPool(PoolBase):
             repeat_action_probability=config.sticky_actions, frameskip=config.frameskip,
             noop_max=config.noop_max, full_action_space=config.full_action_space,
             max_num_frames_per_episode=max_frames, reward_clipping=False,
-            episodic_life=False, use_fire_reset=True, maxpool=True, grayscale=True,
+            episodic_life=False, use_fire_reset=config.fire_reset, maxpool=True, grayscale=True,
             img_height=84, img_width=84, stack_num=4)
         # FIRE's action index where a rule presses it, else None: nothing tracked per step
         fire = fire_action(config.game, config.full_action_space)

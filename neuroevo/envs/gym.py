@@ -4,6 +4,18 @@
 overlap with), which is fine for cheap classic-control tasks; the batched MuJoCo pools of
 issue 4 are the fast path for locomotion. Episodes end at gymnasium's own termination and
 time limit; each restart is seeded, as in ``AtariPool``.
+
+Every space gymnasium defines reaches the network as a flat float32 vector, through
+``gymnasium.spaces.flatten``: a Box is raveled (infinite bounds included; images too, so a
+pixel env trains the MLP), Discrete becomes a one-hot of ``n`` (offset by its ``start``),
+MultiDiscrete the concatenated one-hots of its dimensions, MultiBinary its bits, and Tuple
+and Dict the concatenation of their parts in the space's own order: a Tuple's, and a Dict's
+keys as gymnasium keeps them (sorted, unless the env built it from an OrderedDict).
+Text, Graph, Sequence and OneOf have no fixed-size vector and are refused in one line.
+
+Actions: Discrete (one logit each, argmax, plus ``start``), MultiDiscrete and MultiBinary
+(an argmax over each dimension's own logits), Box (one output each, clipped to the bounds).
+Tuple and Dict actions are refused in one line.
 """
 
 from __future__ import annotations
@@ -15,6 +27,11 @@ import numpy as np
 from neuroevo.envs.base import PoolBase
 from neuroevo.errors import ConfigError, DependencyNotInstalled, UnknownName
 from neuroevo.spaces import ActionSpace
+
+# gymnasium env families whose dependencies neuroevo declares as extras (setup.cfg)
+EXTRAS = {"gymnasium.envs.box2d": ("box2d", "Box2D and pygame"),
+          "gymnasium.envs.phys2d": ("jax", "jax"), "gymnasium.envs.tabular": ("jax", "jax")}
+UNFLATTENABLE = ("Text", "Graph", "Sequence", "OneOf")
 
 
 def _gym():
@@ -32,23 +49,89 @@ def check_env_id(env_id: str) -> str:
     return env_id
 
 
+def _make(env_id: str):
+    """``gymnasium.make(env_id)``, with a missing dependency as one line naming the fix."""
+    gym = _gym()
+    entry = str(gym.spec(check_env_id(env_id)).entry_point)
+    if "_raise_" in entry:  # gymnasium registers these ids only to explain their removal
+        which = "mujoco-py (use the v5 id)" if "mujoco_py" in entry else "the old gym (shimmy)"
+        raise ConfigError(f"{env_id} is a gymnasium placeholder for an env of {which}, which "
+                          "gymnasium no longer runs; pick another id")
+    try:
+        return gym.make(env_id)
+    except (ImportError, gym.error.DependencyNotInstalled) as e:
+        extra, what = next((v for k, v in EXTRAS.items() if entry.startswith(k)),
+                           (None, getattr(e, "name", None) or "a package"))
+        fix = (f"pip install -e '.[{extra}]' in the neuroevo checkout (or pip install "
+               f"'neuroevo[{extra}]')" if extra else str(e).splitlines()[0])
+        verb = "are" if " and " in what else "is"
+        raise DependencyNotInstalled(f"{env_id} needs {what}, which {verb} not installed: "
+                                     f"{fix}") from None
+
+
+def _check_observations(env_id: str, space) -> None:
+    names = {type(s).__name__ for s in _leaves(space)}
+    bad = sorted(names & set(UNFLATTENABLE))
+    if bad:
+        raise ConfigError(f"{env_id} observes a {bad[0]} space, which has no fixed-size vector "
+                          f"for a network; neuroevo runs Box, Discrete, MultiDiscrete, "
+                          f"MultiBinary, and Tuples and Dicts of them")
+
+
+def _leaves(space):
+    """``space`` and every space inside it."""
+    yield space
+    inner = getattr(space, "spaces", ())  # Tuple's tuple, Dict's dict
+    for s in inner.values() if isinstance(inner, dict) else inner:
+        yield from _leaves(s)
+
+
+def action_space(env_id: str, space) -> ActionSpace:
+    spaces = _gym().spaces
+    if isinstance(space, spaces.Discrete):
+        return ActionSpace(n=int(space.n))
+    if isinstance(space, spaces.MultiDiscrete):
+        return ActionSpace(nvec=tuple(int(v) for v in np.ravel(space.nvec)))
+    if isinstance(space, spaces.MultiBinary):
+        return ActionSpace(nvec=(2,) * int(np.prod(space.shape)))
+    if isinstance(space, spaces.Box):
+        return ActionSpace.box_of(space.low, space.high)
+    raise ConfigError(f"{env_id} has a {type(space).__name__} action space; neuroevo runs "
+                      "Discrete, MultiDiscrete, MultiBinary and Box action spaces")
+
+
+def to_env_action(space, action: np.ndarray):
+    """One engine action (``ActionSpace.shape``) as ``space`` takes it: offset by a discrete
+    space's ``start``, in the space's own shape and dtype."""
+    spaces = _gym().spaces
+    if isinstance(space, spaces.Discrete):
+        return int(action) + int(space.start)
+    if isinstance(space, spaces.MultiDiscrete):
+        return (action.reshape(space.shape) + space.start).astype(space.dtype)
+    return action.reshape(space.shape).astype(space.dtype)
+
+
 class GymPool(PoolBase):
     """``num_envs`` gymnasium envs behind ``envs.base``'s protocol, stepped in turn."""
 
     def __init__(self, env_id: str, num_envs: int):
         super().__init__(num_envs)
-        gym = _gym()
-        self.envs = [gym.make(check_env_id(env_id)) for _ in range(num_envs)]
-        self._obs = np.zeros((num_envs, *self.envs[0].observation_space.shape),
-                             dtype=np.float32)
+        self.envs = [_make(env_id) for _ in range(num_envs)]
+        self.obs_space = self.envs[0].observation_space
+        self.action_space = self.envs[0].action_space
+        size = _gym().spaces.flatdim(self.obs_space)
+        self._obs = np.zeros((num_envs, size), dtype=np.float32)  # flattened (module doc)
         self._actions = None
         # Envs not started, or whose episode ended, are not stepped until their next reset
         # (gymnasium forbids stepping a finished episode); the evaluator ignores them.
         self._ended = np.ones(num_envs, dtype=bool)
 
+    def _flat(self, obs) -> np.ndarray:
+        return _gym().spaces.flatten(self.obs_space, obs)
+
     def _reset(self, mask: np.ndarray, seeds: np.ndarray) -> np.ndarray:
         for i, seed in zip(np.flatnonzero(mask), seeds, strict=True):
-            self._obs[i] = self.envs[i].reset(seed=int(seed))[0]
+            self._obs[i] = self._flat(self.envs[i].reset(seed=int(seed))[0])
             self._ended[i] = False
         return self._obs.copy()
 
@@ -61,9 +144,10 @@ class GymPool(PoolBase):
         for i, (env, action) in enumerate(zip(self.envs, self._actions, strict=True)):
             if self._ended[i]:
                 continue
-            obs, reward, terminated, truncated, _ = env.step(action)
-            self._obs[i], rewards[i], done[i] = obs, reward, terminated or truncated
-            self._ended[i] = done[i]
+            obs, reward, terminated, truncated, _ = env.step(
+                to_env_action(self.action_space, np.asarray(action)))
+            self._obs[i], rewards[i] = self._flat(obs), reward
+            done[i] = self._ended[i] = terminated or truncated
         self._actions = None
         return self._obs.copy(), rewards, done
 
@@ -74,19 +158,13 @@ class GymPool(PoolBase):
 
 @functools.cache
 def describe(env_id: str) -> tuple[tuple[int, ...], ActionSpace]:
-    """``(obs_shape, action space)`` of a gymnasium env: one env is made to read them (a
-    gymnasium env declares its spaces only once it exists), then closed."""
-    gym = _gym()
-    env = gym.make(check_env_id(env_id))
+    """``(obs_shape, action space)`` of a gymnasium env, as the network sees them: one env
+    is made to read them (a gymnasium env declares its spaces only once it exists), then
+    closed."""
+    env = _make(env_id)
     try:
-        space, obs = env.action_space, env.observation_space
-        if isinstance(space, gym.spaces.Discrete):
-            action = ActionSpace(n=int(space.n))
-        elif isinstance(space, gym.spaces.Box):
-            action = ActionSpace.box(space.low, space.high)
-        else:
-            raise ConfigError(f"{env_id} has a {type(space).__name__} action space; neuroevo "
-                              "runs Discrete and Box action spaces")
-        return tuple(obs.shape), action
+        _check_observations(env_id, env.observation_space)
+        action = action_space(env_id, env.action_space)
+        return (_gym().spaces.flatdim(env.observation_space),), action
     finally:
         env.close()

@@ -51,7 +51,7 @@ SLICES = ((315.0, 405.0), (45.0, 135.0), (135.0, 225.0), (225.0, 315.0))
 MAX_SPEED, MAX_CHANGE, GAIN = 3.0, 0.2, 6.0
 SOLVED_RADIUS = 10.0
 OBS_SIZE = 1 + len(RANGEFINDERS) + len(SLICES)
-ACTION = ActionSpace.box(np.full(2, -0.5), np.full(2, 0.5))
+ACTION = ActionSpace.box_of(np.full(2, -0.5), np.full(2, 0.5))
 
 
 def wall_distance(x: np.ndarray, y: np.ndarray) -> np.ndarray:

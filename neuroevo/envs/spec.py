@@ -2,10 +2,11 @@
 
 Which kind an env config names is decided here and nowhere else: a batched MuJoCo
 locomotion task (``env.id`` in ``locomotion.TASKS``), the Hard Maze (``HardMaze-v0``,
-``neuroevo.envs.maze``), any other gymnasium id (``env.id``), or an Atari game
-(``env.game``). The spec carries what the rest of a run needs to know
-without opening a pool: observation shape, action space, frame skip, the episode cap, and
-``make_pool``. It is a frozen, picklable value, so Ray actors receive it as it is.
+``neuroevo.envs.maze``), an Atari game (``env.game``, or an ale-py id in ``env.id``:
+``neuroevo.envs.ale_ids``), or any other gymnasium id (``env.id``). The spec carries what
+the rest of a run needs to know without opening a pool: observation shape, action space,
+frame skip, the episode cap, and ``make_pool``. It is a frozen, picklable value, so Ray
+actors receive it as it is.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from neuroevo.envs.ale_ids import is_ale_id
+from neuroevo.envs.ale_ids import settings as ale_settings
 from neuroevo.envs.atari import (
     FROZEN_SCREEN_STEPS,
     OBS_SHAPE,
@@ -110,12 +113,14 @@ def env_spec(env: EnvConfig) -> EnvSpec:
         from neuroevo.envs.mujoco import describe, max_steps
 
         obs_dim, low, high = describe(env.id)
-        return EnvSpec("mujoco", env.id, (obs_dim,), ActionSpace.box(low, high), 1, cap,
+        return EnvSpec("mujoco", env.id, (obs_dim,), ActionSpace.box_of(low, high), 1, cap,
                        max_steps(env.id), terminates=TASKS[env.id].healthy is not None)
     if env.id == MAZE_ID:
         from neuroevo.envs.maze import ACTION, OBS_SIZE, STEPS
 
         return EnvSpec("maze", env.id, (OBS_SIZE,), ACTION, 1, cap, STEPS)
+    if env.id and is_ale_id(env.id):
+        return _atari(env, **ale_settings(env.id))
     if env.id:
         import gymnasium
 
@@ -124,13 +129,22 @@ def env_spec(env: EnvConfig) -> EnvSpec:
         obs_shape, action = describe(env.id)
         return EnvSpec("gym", env.id, obs_shape, action, 1, cap,
                        gymnasium.spec(env.id).max_episode_steps)
+    return _atari(env, env.game, env.sticky_actions, env.frameskip, env.full_action_space,
+                  env.noop_max, env.fire_reset)
+
+
+def _atari(env: EnvConfig, game: str, sticky_actions: float, frameskip: int,
+           full_action_space: bool, noop_max: int, fire_reset: bool) -> EnvSpec:
+    """An Atari game's spec: ``env.game``'s, or an ale-py id's settings (``ale_ids``)."""
+    cap = env.episode_cap or None
     # None: the quick defaults, on (the paper configs turn them off; neuroevo.envs.atari)
     fire = True if env.fire_on_life_loss is None else env.fire_on_life_loss
     frozen = (FROZEN_SCREEN_STEPS if env.fire_on_frozen_screen is None
               else env.fire_on_frozen_screen)
-    atari = AtariConfig(env.game, sticky_actions=env.sticky_actions, noop_max=env.noop_max,
-                        frameskip=env.frameskip, episode_cap=cap, fire_on_life_loss=fire,
+    atari = AtariConfig(game, sticky_actions=sticky_actions, noop_max=noop_max,
+                        frameskip=frameskip, full_action_space=full_action_space,
+                        fire_reset=fire_reset, episode_cap=cap, fire_on_life_loss=fire,
                         fire_on_frozen_screen=frozen)
-    return EnvSpec("atari", env.game, OBS_SHAPE,
-                   ActionSpace(n=action_count(env.game, atari.full_action_space)),
-                   atari.frameskip, cap, None, atari)
+    return EnvSpec("atari", game, OBS_SHAPE,
+                   ActionSpace(n=action_count(game, full_action_space)),
+                   frameskip, cap, None, atari)

@@ -3,8 +3,9 @@
 ``policy.safetensors`` holds the network's named tensors (``module.state_dict()`` names),
 the observation normaliser's ``obs_norm.mean`` / ``obs_norm.std`` when the run has one,
 and JSON metadata: the architecture (net, observation shape, outputs, hidden sizes), the
-action head (``discrete`` argmax, or outputs clipped to ``[low, high]``), the clip of the
-normalised observations and the generation. ``load_policy`` rebuilds it as a module:
+action head (``discrete`` argmax, an argmax per choice of ``nvec``, or outputs clipped to
+``[low, high]``, an infinite bound stored as null), the clip of the normalised observations
+and the generation. ``load_policy`` rebuilds it as a module:
 
 >>> # policy = load_policy("runs/ga-pong-.../policy.safetensors")
 >>> # action = policy.act(torch.as_tensor(obs[None]))  # obs as the env gives it
@@ -20,7 +21,7 @@ from torch import nn
 from neuroevo.errors import CheckpointError
 from neuroevo.policy.heads import act_tensor
 from neuroevo.policy.nets import build_template
-from neuroevo.serial import read_file
+from neuroevo.serial import loads_strict, read_file
 from neuroevo.spaces import ActionSpace
 
 FORMAT = "neuroevo.policy/1"
@@ -35,7 +36,8 @@ def policy_bytes(params: dict[str, torch.Tensor], arch: dict, generation: int,
     tensors = {k: v.detach().cpu().contiguous().clone() for k, v in params.items()}
     if reference_batch is not None:
         tensors["vbn.reference_batch"] = reference_batch.cpu().contiguous()
-    meta = {"format": FORMAT, "arch": json.dumps(arch), "generation": str(generation)}
+    meta = {"format": FORMAT, "arch": json.dumps(arch, allow_nan=False),
+            "generation": str(generation)}
     if obs_norm is not None:
         tensors["obs_norm.mean"] = obs_norm.mean.float().contiguous()
         tensors["obs_norm.std"] = obs_norm.std.float().contiguous()
@@ -60,20 +62,23 @@ class SavedPolicy(nn.Module):
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor) -> torch.Tensor:
-        """Actions as the engine takes them: argmax, or clipped to the action bounds."""
-        a = self.arch
-        space = (ActionSpace(n=a["num_outputs"]) if a["discrete"] else
-                 ActionSpace.box(a["action_low"], a["action_high"]))
-        return act_tensor(self(obs), space)
+        """Actions as the engine takes them (``neuroevo.policy.heads.act_tensor``)."""
+        return act_tensor(self(obs), ActionSpace.from_arch(self.arch))
+
+
+POLICY_FIX = ("copy policy.safetensors again from the run directory that wrote it, or play "
+              "that run with 'neuroevo play RUN_DIR', which reads its checkpoint")
 
 
 def load_policy(path: str) -> SavedPolicy:
     """The policy in ``path``, read as JSON and raw tensors only (nothing is unpickled)."""
-    meta, tensors = read_file(path)
+    meta, tensors = read_file(path, "neuroevo policy file", POLICY_FIX)
     if meta.get("format") != FORMAT:
-        raise CheckpointError(f"{path} has format {meta.get('format')!r}, expected {FORMAT!r}")
+        raise CheckpointError(f"{path} has format {meta.get('format')!r}, not {FORMAT!r}, so "
+                              f"it is not a neuroevo policy file; {POLICY_FIX}")
     try:
-        arch = json.loads(meta["arch"])
+        arch = loads_strict(meta["arch"])
+        ActionSpace.from_arch(arch)
         net, _ = build_template(arch["net"], tuple(arch["obs_shape"]), arch["num_outputs"],
                                 tuple(arch["hidden"]) or None, vbn=arch.get("vbn", False))
         mean, std = tensors.pop("obs_norm.mean", None), tensors.pop("obs_norm.std", None)
@@ -84,6 +89,7 @@ def load_policy(path: str) -> SavedPolicy:
                 raise KeyError("vbn.reference_batch")
             net.calibrate(reference)
         clip = float(meta.get("obs_norm_clip", "5.0"))
-    except (KeyError, ValueError, TypeError, RuntimeError) as e:
-        raise CheckpointError(f"{path} does not describe a neuroevo policy ({e})") from None
+    except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as e:
+        raise CheckpointError(f"{path} does not describe a neuroevo policy ({e}); "
+                              f"{POLICY_FIX}") from None
     return SavedPolicy(net, arch, mean, std, clip).eval()

@@ -34,7 +34,8 @@ import warnings
 
 from neuroevo.dist.session import init, optuna_search, ray_module, shutdown, tune_module
 from neuroevo.errors import ConfigError
-from neuroevo.files import atomic_write
+from neuroevo.files import atomic_write, read_regular
+from neuroevo.serial import loads_strict
 from neuroevo.sweep.space import Plan, Range
 from neuroevo.sweep.trial import Trial
 
@@ -266,8 +267,7 @@ def _check_claim(out: str, plan: Plan) -> None:
                               "start (no sweep.json); give a new directory")
         return
     try:
-        with open(path) as f:
-            held = json.load(f).get("plan")
+        held = loads_strict(read_regular(path)).get("plan")
     except (OSError, ValueError, AttributeError):
         held = None
     if held != plan.to_json():

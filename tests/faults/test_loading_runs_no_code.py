@@ -85,7 +85,8 @@ def test_the_exported_policy_loads_without_pickle_and_refuses_one(tmp_path, one)
     marker = tmp_path / "ran"
     bad = tmp_path / "policy.safetensors"
     bad.write_bytes(pickle.dumps(Payload(marker)))
-    with pytest.raises(CheckpointError, match="is not a neuroevo state file"):
+    with pytest.raises(CheckpointError, match=r"policy.safetensors is not a neuroevo policy "
+                       r"file \(.*\); copy policy.safetensors again from the run directory"):
         load_policy(str(bad))
     assert not marker.exists()
 
