@@ -276,7 +276,8 @@ def _add_run(sub, fmt, d) -> None:
     run.add_argument("algo", help=" | ".join(ALGORITHMS))
     run.add_argument("--game", help=f"Atari ROM id, e.g. breakout, ms_pacman "
                                     f"(default: {d.env.game})")
-    run.add_argument("--env", help="a gymnasium env id instead of a game, e.g. CartPole-v1")
+    run.add_argument("--env", help="a gymnasium env id instead of a game, e.g. CartPole-v1, "
+                                   "LunarLander-v3, ALE/Breakout-v5")
     run.add_argument("--net", help=f"large | small | mlp (default: {d.net.name}: small for "
                                    "Atari, mlp for vector observations)")
     run.add_argument("--population", type=int,

@@ -17,6 +17,7 @@ import torch
 from neuroevo.build import build
 from neuroevo.checkpoint import RunDir
 from neuroevo.engine.slots import episode_seed
+from neuroevo.envs.gym import GymPool
 from neuroevo.errors import CheckpointError, ConfigError
 from neuroevo.evaluation import evaluate_one
 from neuroevo.genomes import Population
@@ -85,12 +86,13 @@ def play(run_dir: RunDir, episodes: int, video: str | None = None, genome: str =
         check_path(video)
         if not os.environ.get("DISPLAY"):
             os.environ.setdefault("MUJOCO_GL", "egl")  # read when mujoco is first imported
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame (gymnasium's drawing)
     built, params = saved_policy(run_dir, genome, member)
     cap = episode_cap or built.config.env.test_episode_cap
     if video is not None and built.env.traits.video is None:
         built.evaluator.close()
-        raise ConfigError("--video records Atari games and the MuJoCo locomotion tasks; other "
-                          "gymnasium envs have no renderer here: leave --video out")
+        raise ConfigError(f"--video has no renderer for {built.env.name} here (Atari, MuJoCo "
+                          "and gymnasium envs have one): leave --video out")
     try:
         pop = Population([None] * episodes, PLAY_GENERATION, "validate",
                          lambda device: _Fixed(params.to(device)))
@@ -108,16 +110,19 @@ def record(built, params: torch.Tensor, seed: int, path: str, cap: int | None) -
     """Replay the episode of ``seed`` (the first play episode, cut at ``cap`` agent steps),
     save its frames, return its score (equal to the evaluator's: same seed, same actions, no
     action noise)."""
-    pool, atari = built.env.make_pool(1), built.env.traits.video == "frames"
+    kind = built.env.traits.video
+    pool = GymPool(built.env.name, 1, render=True) if kind == "render" else built.env.make_pool(1)
     # Two identical rows, built once: a batch of one would take other kernels (see
     # BatchedPolicy.forward) and copy the weights every step.
     layers = built.policy.slot_layers(torch.stack([params, params]))
     normalize = built.obs_norm.frozen(params.device) if built.obs_norm is not None else None
-    camera = None if atari else _Camera(pool)
+    camera = _Camera(pool) if kind == "camera" else None
 
     def frame():
         if camera is not None:
             return camera.frame()
+        if kind == "render":
+            return pool.frame()
         return np.kron(obs[0, -1], np.ones((2, 2), np.uint8))  # [168, 168] newest frame
 
     frames, steps, score = [], 0, 0.0
@@ -138,8 +143,13 @@ def record(built, params: torch.Tensor, seed: int, path: str, cap: int | None) -
         if camera is not None:
             camera.close()
         pool.close()
-    # real time: Atari agent steps are 4 frames of 60 Hz; a MuJoCo step is dt seconds
-    write(path, frames, fps=15 if atari else round(1 / pool.sims.dt))
+    if kind == "frames":
+        fps = 15  # real time: an Atari agent step is 4 frames of 60 Hz
+    elif kind == "render":
+        fps = pool.fps  # the env's own render_fps
+    else:
+        fps = round(1 / pool.sims.dt)  # a MuJoCo step is dt seconds
+    write(path, frames, fps=fps)
     return score
 
 

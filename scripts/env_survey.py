@@ -6,7 +6,8 @@ refused in one line (exit 2, no traceback), or failed. Zero may fail.
     python scripts/env_survey.py OUT --ids CartPole-v1,ALE/Pong-v5  # a sample (the CI test)
 
 The ids: every id in gymnasium's registry that is not ale-py's, and ale-py's ``ALE/<Game>-v5``
-for each of its ROMs, with breakout's four older ids (v0, v4, NoFrameskip-v0, -v4). Each
+for each of its ROMs, with breakout's four older ids (v0, v4, NoFrameskip-v0, -v4); the ROMs
+ale-py registers no id for (multiplayer games) as ``game:<rom>``, run with ``--game``. Each
 runs in its own process as ``neuroevo run ga --env ID --population 4 --generations 1``, with
 a 100-step episode cap and one validation and one test episode, so that a pixel-heavy env
 (CarRacing) finishes in seconds; a run that passes ``--timeout`` counts as failed. Writes
@@ -29,19 +30,22 @@ import time
 FLAGS = ["--population", "4", "--generations", "1", "--episode-cap", "100", "--device", "cpu",
          "--no-progress", "--set", "algo.elite_candidates=1",
          "--set", "algo.validation_episodes=1", "--set", "algo.test_episodes=1",
-         "--set", "env.test_episode_cap=100", "--set", "net.hidden=32,32"]
+         "--set", "env.test_episode_cap=100"]
 OLDER = ("Breakout-v0", "Breakout-v4", "BreakoutNoFrameskip-v0", "BreakoutNoFrameskip-v4")
 
 
 def all_ids() -> list[str]:
     import ale_py
+    import ale_py.roms
     import gymnasium
 
     gymnasium.register_envs(ale_py)
     registry = gymnasium.envs.registry
     ale = {k for k, s in registry.items() if str(s.entry_point).startswith("ale_py")}
     v5 = sorted(k for k in ale if k.startswith("ALE/") and k.endswith("-v5"))
-    return sorted(set(registry) - ale) + v5 + [k for k in OLDER if k in ale]
+    named = {registry[k].kwargs["game"] for k in v5}
+    bare = [f"game:{g}" for g in sorted(set(ale_py.roms.get_all_rom_ids()) - named)]
+    return sorted(set(registry) - ale) + v5 + bare + [k for k in OLDER if k in ale]
 
 
 def outcome(env_id: str, timeout: float) -> dict:
@@ -49,9 +53,11 @@ def outcome(env_id: str, timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as cwd:
         start = time.perf_counter()
         try:
-            out = subprocess.run([sys.executable, "-m", "neuroevo", "run", "ga", "--env",
-                                  env_id, *FLAGS, "--run-dir", "r"], capture_output=True,
-                                 text=True, cwd=cwd, timeout=timeout)
+            which = (["--game", env_id[5:]] if env_id.startswith("game:")
+                     else ["--env", env_id])
+            out = subprocess.run([sys.executable, "-m", "neuroevo", "run", "ga", *which,
+                                  *FLAGS, "--run-dir", "r"], capture_output=True, text=True,
+                                 cwd=cwd, timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"id": env_id, "outcome": "failed", "line": f"still running after "
                     f"{timeout:g} s", "seconds": timeout}

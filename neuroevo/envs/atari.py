@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuroevo.envs.base import PoolBase
-from neuroevo.errors import DependencyNotInstalled, UnknownName, check_range
+from neuroevo.errors import ConfigError, DependencyNotInstalled, UnknownName, check_range
 
 
 def _ale():
@@ -54,12 +54,20 @@ def _ale():
     return ale_py
 
 
+# ROMs that ale-py ships with no single-player mode: loading one ends the process from C++
+# (ale-py 0.12.1 registers no id for them either, ``ale_py/registration.py``).
+MULTIPLAYER_ONLY = ("combat", "joust", "maze_craze", "warlords")
+
+
 def games() -> list[str]:
-    """ROM ids that ale-py ships (snake_case: ``ms_pacman``, ``space_invaders``, ...)."""
-    return list(_ale().roms.get_all_rom_ids())
+    """ROM ids that ale-py ships and plays single-player (snake_case: ``ms_pacman``, ...)."""
+    return [g for g in _ale().roms.get_all_rom_ids() if g not in MULTIPLAYER_ONLY]
 
 
 def check_game(game: str) -> str:
+    if game in MULTIPLAYER_ONLY:
+        raise ConfigError(f"Atari game {game!r} has no single-player mode in ale-py (its ROM "
+                          "is multiplayer only); pick another game")
     if game not in games():
         raise UnknownName("Atari game", game, games())
     return game

@@ -30,7 +30,8 @@ from neuroevo.spaces import ActionSpace
 
 # gymnasium env families whose dependencies neuroevo declares as extras (setup.cfg)
 EXTRAS = {"gymnasium.envs.box2d": ("box2d", "Box2D and pygame"),
-          "gymnasium.envs.phys2d": ("jax", "jax"), "gymnasium.envs.tabular": ("jax", "jax")}
+          "gymnasium.envs.phys2d": ("jax", "jax and flax"),
+          "gymnasium.envs.tabular": ("jax", "jax and flax")}
 UNFLATTENABLE = ("Text", "Graph", "Sequence", "OneOf")
 
 
@@ -49,8 +50,9 @@ def check_env_id(env_id: str) -> str:
     return env_id
 
 
-def _make(env_id: str):
-    """``gymnasium.make(env_id)``, with a missing dependency as one line naming the fix."""
+def _make(env_id: str, **kwargs):
+    """``gymnasium.make(env_id, **kwargs)``, with a missing dependency as one line naming
+    the fix."""
     gym = _gym()
     entry = str(gym.spec(check_env_id(env_id)).entry_point)
     if "_raise_" in entry:  # gymnasium registers these ids only to explain their removal
@@ -58,7 +60,7 @@ def _make(env_id: str):
         raise ConfigError(f"{env_id} is a gymnasium placeholder for an env of {which}, which "
                           "gymnasium no longer runs; pick another id")
     try:
-        return gym.make(env_id)
+        return gym.make(env_id, **kwargs)
     except (ImportError, gym.error.DependencyNotInstalled) as e:
         extra, what = next((v for k, v in EXTRAS.items() if entry.startswith(k)),
                            (None, getattr(e, "name", None) or "a package"))
@@ -112,11 +114,19 @@ def to_env_action(space, action: np.ndarray):
 
 
 class GymPool(PoolBase):
-    """``num_envs`` gymnasium envs behind ``envs.base``'s protocol, stepped in turn."""
+    """``num_envs`` gymnasium envs behind ``envs.base``'s protocol, stepped in turn;
+    ``render``: made with ``render_mode="rgb_array"`` (``neuroevo play --video``), where
+    ``frame()`` is env 0's picture."""
 
-    def __init__(self, env_id: str, num_envs: int):
+    def __init__(self, env_id: str, num_envs: int, render: bool = False):
         super().__init__(num_envs)
-        self.envs = [_make(env_id) for _ in range(num_envs)]
+        if render:
+            modes = _make(env_id).metadata.get("render_modes", [])
+            if "rgb_array" not in modes:
+                raise ConfigError(f"{env_id} draws no rgb_array pictures (its render modes: "
+                                  f"{', '.join(modes) or 'none'}); leave --video out")
+        self.envs = [_make(env_id, **({"render_mode": "rgb_array"} if render else {}))
+                     for _ in range(num_envs)]
         self.obs_space = self.envs[0].observation_space
         self.action_space = self.envs[0].action_space
         size = _gym().spaces.flatdim(self.obs_space)
@@ -150,6 +160,19 @@ class GymPool(PoolBase):
             done[i] = self._ended[i] = terminated or truncated
         self._actions = None
         return self._obs.copy(), rewards, done
+
+    def frame(self) -> np.ndarray:
+        """Env 0's picture, ``[H, W, 3]`` uint8 (a pool made with ``render``)."""
+        try:
+            return self.envs[0].render()
+        except (ImportError, _gym().error.DependencyNotInstalled) as e:
+            raise DependencyNotInstalled(f"drawing {self.envs[0].spec.id} needs what "
+                                         f"gymnasium names: {str(e).splitlines()[0]}") from None
+
+    @property
+    def fps(self) -> int:
+        """Real time for a video of ``frame()``s: the env's own ``render_fps``."""
+        return int(self.envs[0].metadata.get("render_fps") or 30)
 
     def close(self) -> None:
         for env in self.envs:

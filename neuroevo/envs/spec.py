@@ -47,7 +47,7 @@ class Kind:
     one_driver_for_small_nets: bool  # one CPU driver for a net of at most SMALL_NET
     # parameters, whose pool steps on every core (engine.parallel.default_workers)
     video: str | None  # what play records: "frames" (the observations), "camera" (MuJoCo's
-    # renderer), None (no renderer here)
+    # renderer), "render" (gymnasium's rgb_array render), None (no renderer here)
     behaviour: str | None = None  # the built-in behaviour characterisation of an episode
     # (novelty search, MAP-Elites), read by the pool's ``behaviour(envs)``; None: none, the
     # Python API's ``behaviour=`` function gives one
@@ -59,7 +59,7 @@ KINDS = {"atari": Kind("atari", own_threads=True, resets_itself=True, obs_norm=F
                         action_noise=0.01, one_driver_for_small_nets=True, video="camera",
                         behaviour="the final (x, y) of the mass-weighted centre of all bodies"),
          "gym": Kind("gym", own_threads=False, resets_itself=False, obs_norm=False,
-                     action_noise=0.0, one_driver_for_small_nets=False, video=None),
+                     action_noise=0.0, one_driver_for_small_nets=False, video="render"),
          "maze": Kind("maze", own_threads=False, resets_itself=False, obs_norm=False,
                       action_noise=0.0, one_driver_for_small_nets=False, video=None,
                       behaviour="the final (x, y)")}

@@ -77,6 +77,14 @@ CASES = [
     (["bench", "--net", "mlp"], "unknown network for an Atari bench"),
     (["bench", "--json", "nowhere/b.json"], "its directory does not exist"),
     (["plot", "r", "-o", "x.xyz"], "the image must end in .png, .pdf, .svg"),
+    # env ids and games that cannot run here (issue 36)
+    (["run", "ga", "--env", "Breakout-v4"], "Breakout-v4 skips a random 2 to 4 frames per step"),
+    (["run", "ga", "--env", "ALE/Breakout-v5", "--set", "env.frameskip=2"],
+     "env.frameskip=2 conflicts with env.id='ALE/Breakout-v5', which means 4"),
+    (["run", "ga", "--env", "Hopper-v3"], "Hopper-v3 is a gymnasium placeholder for an env of "
+                                          "mujoco-py (use the v5 id)"),
+    (["run", "ga", "--env", "GymV21Environment-v0"], "placeholder for an env of the old gym"),
+    (["run", "ga", "--game", "combat"], "'combat' has no single-player mode in ale-py"),
     # config files
     (["run", "ga", "--config", "missing.yaml"], "cannot read config file missing.yaml"),
     (["run", "ga", "--set", "algo.populaton=3"], "did you mean 'algo.population'"),

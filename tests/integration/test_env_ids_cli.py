@@ -25,8 +25,12 @@ def test_run_resume_play_and_plot(tmp_path, monkeypatch, capsys, env_id):
     rows = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").open()]
     assert [r["generation"] for r in rows] == [0, 1]
     capsys.readouterr()
-    assert cli.main(["play", "r", "--episodes", "2", "--episode-cap", "30"]) == 0
-    assert "over 2 episodes" in capsys.readouterr().out
+    assert cli.main(["play", "r", "--episodes", "2", "--episode-cap", "30", "--video",
+                     "v.gif"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    first = out[0].split()[1]  # "scores: A B": the video replays episode 1
+    assert "over 2 episodes" in out[1] and out[2] == f"wrote v.gif (episode 1, score {first})"
+    assert (tmp_path / "v.gif").stat().st_size > 1000
     assert cli.main(["plot", "r", "-o", "c.png"]) == 0 and (tmp_path / "c.png").stat().st_size
 
 
