@@ -4,6 +4,7 @@ refused in one line (exit 2, no traceback), or failed. Zero may fail.
     python scripts/env_survey.py experiments/envs --label extras   # in a venv with .[box2d,jax]
     python scripts/env_survey.py experiments/envs --label bare     # pip install -e . only
     python scripts/env_survey.py OUT --ids CartPole-v1,ALE/Pong-v5  # a sample (the CI test)
+    python scripts/env_survey.py experiments/envs --label bare --ids Pusher-v4 --update
 
 The ids: every id in gymnasium's registry that is not ale-py's, and ale-py's ``ALE/<Game>-v5``
 for each of its ROMs, with breakout's four older ids (v0, v4, NoFrameskip-v0, -v4); the ROMs
@@ -12,7 +13,8 @@ runs in its own process as ``neuroevo run ga --env ID --population 4 --generatio
 a 100-step episode cap and one validation and one test episode, so that a pixel-heavy env
 (CarRacing) finishes in seconds; a run that passes ``--timeout`` counts as failed. Writes
 ``OUT/survey-LABEL.json`` (every id's outcome and line) and ``OUT/survey-LABEL.md`` (the
-totals, the refusals grouped by reason, every failure).
+totals, the refusals grouped by reason, every failure). ``--update`` surveys ``--ids`` again
+and replaces their rows in an existing ``survey-LABEL.json`` (after a fix to those ids).
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ def report(results: list[dict], label: str) -> str:
     reasons = collections.defaultdict(list)
     for r in results:
         if r["outcome"] == "refused":
-            reasons[re.sub(r"\S*-v\d+\S*", "ID", r["line"])].append(r["id"])
+            name = r["id"].removeprefix("game:")
+            reasons[r["line"].replace(f"'{name}'", "ID").replace(name, "ID")].append(r["id"])
     for line, ids in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
         shown = ", ".join(ids[:4]) + (f" and {len(ids) - 4} more" if len(ids) > 4 else "")
         lines.append(f"| {shown} | {line.replace('|', '/')} |")
@@ -102,16 +105,22 @@ def main(argv=None) -> int:
     ap.add_argument("--label", default="sample", help="names the output files")
     ap.add_argument("--ids", default="", help="comma-separated ids (default: all_ids())")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per id")
+    ap.add_argument("--update", action="store_true",
+                    help="replace the rows of --ids in OUT/survey-LABEL.json")
     args = ap.parse_args(argv)
     ids = args.ids.split(",") if args.ids else all_ids()
-    results = []
+    path = os.path.join(args.out, f"survey-{args.label}.json")
+    fresh = {}
     for k, env_id in enumerate(ids):
-        results.append(outcome(env_id, args.timeout))
-        r = results[-1]
+        r = fresh[env_id] = outcome(env_id, args.timeout)
         print(f"[{k + 1}/{len(ids)}] {env_id}: {r['outcome']} ({r['seconds']} s) {r['line']}",
               flush=True)
+    results = list(fresh.values())
+    if args.update:
+        with open(path) as f:
+            results = [fresh.get(r["id"], r) for r in json.load(f)["results"]]
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, f"survey-{args.label}.json"), "w") as f:
+    with open(path, "w") as f:
         json.dump({"label": args.label, "flags": FLAGS, "results": results}, f, indent=1)
     with open(os.path.join(args.out, f"survey-{args.label}.md"), "w") as f:
         f.write(report(results, args.label))

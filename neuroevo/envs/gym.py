@@ -62,13 +62,15 @@ def _make(env_id: str, **kwargs):
     try:
         return gym.make(env_id, **kwargs)
     except (ImportError, gym.error.DependencyNotInstalled) as e:
-        extra, what = next((v for k, v in EXTRAS.items() if entry.startswith(k)),
-                           (None, getattr(e, "name", None) or "a package"))
-        fix = (f"pip install -e '.[{extra}]' in the neuroevo checkout (or pip install "
-               f"'neuroevo[{extra}]')" if extra else str(e).splitlines()[0])
-        verb = "are" if " and " in what else "is"
-        raise DependencyNotInstalled(f"{env_id} needs {what}, which {verb} not installed: "
-                                     f"{fix}") from None
+        extra = next((v for k, v in EXTRAS.items() if entry.startswith(k)), None)
+        if extra is None:  # not a family neuroevo declares: gymnasium's own words
+            raise DependencyNotInstalled(f"{env_id} cannot start here: "
+                                         f"{str(e).splitlines()[0]}") from None
+        verb = "are" if " and " in extra[1] else "is"
+        raise DependencyNotInstalled(
+            f"{env_id} needs {extra[1]}, which {verb} not installed: pip install -e "
+            f"'.[{extra[0]}]' in the neuroevo checkout (or pip install 'neuroevo[{extra[0]}]')"
+        ) from None
 
 
 def _check_observations(env_id: str, space) -> None:
