@@ -406,10 +406,10 @@ def check(cfg: Config) -> None:
 def _check_ale_id(env: EnvConfig) -> None:
     """An ale-py id means its Atari keys: one set away from its default to another value
     is refused rather than silently overridden (or silently ignored)."""
-    default = EnvConfig()
-    for key, meant in ale_settings(env.id).items():
+    default, means = EnvConfig(), ale_settings(env.id)
+    for key, meant in means.items():
         value = getattr(env, key)
         if value != getattr(default, key) and value != meant:
             raise ConfigError(f"env.{key}={value!r} conflicts with env.id={env.id!r}, which "
-                              f"means {meant!r}; remove it, or use --game "
-                              f"{ale_settings(env.id)['game']} with your settings")
+                              f"means {meant!r}; remove it, or use --game {means['game']} "
+                              "with your settings")

@@ -38,10 +38,6 @@ def is_ale_id(env_id: str) -> bool:
     return env_id in _registered()
 
 
-def ale_ids() -> list[str]:
-    return sorted(_registered())
-
-
 def settings(env_id: str) -> dict:
     """The env config an ale-py id means: ``game``, ``sticky_actions``, ``frameskip``,
     ``full_action_space``, ``noop_max`` and ``fire_reset`` (module doc)."""

@@ -104,15 +104,16 @@ def action_space(env_id: str, space) -> ActionSpace:
                       "Discrete, MultiDiscrete, MultiBinary and Box action spaces")
 
 
-def to_env_action(space, action: np.ndarray):
-    """One engine action (``ActionSpace.shape``) as ``space`` takes it: offset by a discrete
-    space's ``start``, in the space's own shape and dtype."""
+def env_action(space):
+    """The function from one engine action (``ActionSpace.shape``) to the action ``space``
+    takes: offset by a discrete space's ``start``, in the space's own shape and dtype."""
     spaces = _gym().spaces
     if isinstance(space, spaces.Discrete):
-        return int(action) + int(space.start)
+        start = int(space.start)
+        return lambda a: int(a) + start
     if isinstance(space, spaces.MultiDiscrete):
-        return (action.reshape(space.shape) + space.start).astype(space.dtype)
-    return action.reshape(space.shape).astype(space.dtype)
+        return lambda a: (np.reshape(a, space.shape) + space.start).astype(space.dtype)
+    return lambda a: np.reshape(a, space.shape).astype(space.dtype)
 
 
 class GymPool(PoolBase):
@@ -123,14 +124,16 @@ class GymPool(PoolBase):
     def __init__(self, env_id: str, num_envs: int, render: bool = False):
         super().__init__(num_envs)
         if render:
-            modes = _make(env_id).metadata.get("render_modes", [])
+            probe = _make(env_id)
+            modes = probe.metadata.get("render_modes", [])
+            probe.close()
             if "rgb_array" not in modes:
                 raise ConfigError(f"{env_id} draws no rgb_array pictures (its render modes: "
                                   f"{', '.join(modes) or 'none'}); leave --video out")
         self.envs = [_make(env_id, **({"render_mode": "rgb_array"} if render else {}))
                      for _ in range(num_envs)]
         self.obs_space = self.envs[0].observation_space
-        self.action_space = self.envs[0].action_space
+        self._env_action = env_action(self.envs[0].action_space)
         size = _gym().spaces.flatdim(self.obs_space)
         self._obs = np.zeros((num_envs, size), dtype=np.float32)  # flattened (module doc)
         self._actions = None
@@ -156,8 +159,7 @@ class GymPool(PoolBase):
         for i, (env, action) in enumerate(zip(self.envs, self._actions, strict=True)):
             if self._ended[i]:
                 continue
-            obs, reward, terminated, truncated, _ = env.step(
-                to_env_action(self.action_space, np.asarray(action)))
+            obs, reward, terminated, truncated, _ = env.step(self._env_action(action))
             self._obs[i], rewards[i] = self._flat(obs), reward
             done[i] = self._ended[i] = terminated or truncated
         self._actions = None
