@@ -21,12 +21,17 @@ def test_clean(command):
 
 
 def is_pickle(path: pathlib.Path) -> bool:
-    """A raw pickle (protocol 2+) or a torch.save archive (a zip holding ``*.pkl``)."""
+    """A raw pickle (protocol 2+) or a torch.save archive (a zip holding ``*.pkl``). A
+    safetensors file (an 8-byte little-endian header length, then its JSON) is not one,
+    though its length can begin with the same two bytes (0x380: 80 03)."""
     with open(path, "rb") as f:
-        head = f.read(4)
+        head = f.read(9)
+    header = int.from_bytes(head[:8], "little")
+    if head[8:9] == b"{" and 8 + header <= path.stat().st_size:
+        return False
     if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
         return True
-    if head == b"PK\x03\x04":
+    if head[:4] == b"PK\x03\x04":
         with zipfile.ZipFile(path) as z:
             return any(name.endswith(".pkl") for name in z.namelist())
     return False
@@ -42,6 +47,12 @@ def test_the_pickle_detector_finds_pickles(tmp_path):
     (tmp_path / "c.txt").write_text("params: 1\n")
     assert is_pickle(tmp_path / "a.pt") and is_pickle(tmp_path / "b.bin")
     assert not is_pickle(tmp_path / "c.txt")
+    from safetensors.torch import save
+
+    padded = save({"w": torch.zeros(2)}, metadata={"pad": "x" * 810})
+    assert padded[:2] == b"\x80\x03"  # a header of 0x380 bytes: pickle's first two bytes
+    (tmp_path / "d.safetensors").write_bytes(padded)
+    assert not is_pickle(tmp_path / "d.safetensors")
 
 
 def test_no_pickles_in_the_repository():

@@ -304,8 +304,8 @@ def test_cli_play_records_a_mujoco_policy(tmp_path):
     cart = cli("run", "es", "--env", "CartPole-v1", "--population", "4", "--generations", "1",
                "--run-dir", "c", "--device", "cpu", cwd=tmp_path)
     assert cart.returncode == 0, cart.stderr
-    bad = cli("play", "c", "--video", "c.gif", cwd=tmp_path)
-    assert bad.returncode == 2 and "other gymnasium envs have no renderer" in bad.stderr
+    drawn = cli("play", "c", "--video", "c.gif", cwd=tmp_path)  # gymnasium's own renderer
+    assert drawn.returncode == 0 and (tmp_path / "c.gif").stat().st_size, drawn.stderr
 
 
 @pytest.mark.slow
