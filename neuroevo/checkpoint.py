@@ -42,7 +42,7 @@ from neuroevo.loop import Callback, Totals
 from neuroevo.metrics import columns
 from neuroevo.optim import ALGORITHMS
 from neuroevo.policy.export import policy_bytes
-from neuroevo.serial import load_file, loads_strict, save_file
+from neuroevo.serial import first_line, load_file, loads_strict, save_file
 
 STATE_FORMAT = "neuroevo.checkpoint/2"
 # Atari settings added after runs were written: a config or checkpoint without one ran as
@@ -232,9 +232,7 @@ class RunDir:
                 data = {**data, "algo": _legacy_algo(data["algo"])}
             cfg = from_dict(data)
         except (OSError, ValueError, yaml.YAMLError, AttributeError, ConfigError) as e:
-            reason = e.strerror if isinstance(e, OSError) and e.strerror else (
-                str(e).splitlines()[0] if str(e) else type(e).__name__)
-            raise CheckpointError(f"{path} is missing or corrupt ({reason}); this is not a "
+            raise CheckpointError(f"{path} is missing or corrupt ({first_line(e)}); this is not a "
                                   "neuroevo run directory") from None
         for key, off in LEGACY_OFF.items():  # written before the setting: it ran without
             if not cfg.env.id and key not in data.get("env", {}):

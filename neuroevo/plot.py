@@ -28,7 +28,7 @@ from neuroevo.files import atomic_write, read_regular
 from neuroevo.metrics import METRICS
 from neuroevo.optim import ALGORITHMS
 from neuroevo.optim.mapelites import parse_bounds
-from neuroevo.serial import loads_strict
+from neuroevo.serial import first_line, loads_strict
 
 X = {"frames": ("frames", "frames (Atari: emulator frames; gymnasium: env steps)"),
      "generations": ("generation", "generation"),
@@ -47,8 +47,7 @@ def load(run_dir: str, warn=None) -> list[dict]:
         lines = [line for line in read_regular(str(path)).decode().splitlines()
                  if line.strip()]
     except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else e
-        raise CheckpointError(f"cannot read {path} ({reason}); give run directories written "
+        raise CheckpointError(f"cannot read {path} ({first_line(e)}); give run directories written "
                               "by 'neuroevo run'") from None
     rows = []
     for k, line in enumerate(lines):

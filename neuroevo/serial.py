@@ -132,7 +132,7 @@ def read_file(path: str, what: str = "neuroevo state file",
             meta = f.metadata() or {}
             return meta, {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - not a dict
     except (SafetensorError, OSError, ValueError, RuntimeError) as e:
-        raise CheckpointError(f"{path} is not a {what} ({_first_line(e)}); {fix}") from None
+        raise CheckpointError(f"{path} is not a {what} ({first_line(e)}); {fix}") from None
 
 
 def load_file(path: str, types: dict[str, type], fmt: str | None = None):
@@ -144,7 +144,7 @@ def load_file(path: str, types: dict[str, type], fmt: str | None = None):
     try:
         doc = loads_strict(meta["state"])
     except (KeyError, ValueError) as e:
-        raise CheckpointError(f"{path} holds no readable state ({_first_line(e)})") from None
+        raise CheckpointError(f"{path} holds no readable state ({first_line(e)})") from None
     return meta, decode(doc, tensors, types)
 
 
@@ -161,7 +161,7 @@ def _no_constant(name: str):
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-def _first_line(e: Exception) -> str:
+def first_line(e: Exception) -> str:
     if isinstance(e, OSError) and e.strerror:
         return e.strerror
     text = str(e).strip().splitlines()
