@@ -21,6 +21,7 @@ from neuroevo.config import (
 from neuroevo.engine.behaviour import Behaviour, built_in, of_final_observation
 from neuroevo.engine.parallel import default_workers, make_evaluator
 from neuroevo.engine.pipeline import default_layout, resolve_device
+from neuroevo.engine.warp import WarpEvaluator, warp_worlds
 from neuroevo.envs.base import random_play
 from neuroevo.envs.spec import EnvSpec, env_spec
 from neuroevo.errors import CheckpointError, ConfigError
@@ -189,13 +190,20 @@ def build(cfg: Config, local: bool = True, behaviour=None) -> Built:
                           "--set env.obs_norm=off")
     obs_norm = ObsNorm(env.obs_shape) if cfg.env.obs_norm == "on" else None
     largest = params_of(cfg).largest_pass(cfg.algo.population)  # GA: its validation pass
-    evaluator = make_evaluator(
-        policy, env, largest, device, workers=e.workers, subsets=e.subsets, slots=e.slots,
-        env_threads=e.env_threads, carried=logging_episodes(cfg), seed=cfg.seed,
-        obs_norm=obs_norm, obs_stats_fraction=cfg.env.obs_stats_fraction,
-        action_noise=cfg.env.action_noise or 0.0,
-        behaviour=behaviour_of(cfg, env, behaviour),
-    ) if local else None
+    options = dict(seed=cfg.seed, obs_norm=obs_norm,
+                   obs_stats_fraction=cfg.env.obs_stats_fraction,
+                   action_noise=cfg.env.action_noise or 0.0,
+                   behaviour=behaviour_of(cfg, env, behaviour))
+    if not local:
+        evaluator = None
+    elif cfg.env.sim == "warp":
+        worlds = e.slots or warp_worlds(largest + logging_episodes(cfg))
+        WarpEvaluator.check_fits(env.name, worlds, spec.num_params, device)
+        evaluator = WarpEvaluator(policy, env, worlds=worlds, device=device, **options)
+    else:
+        evaluator = make_evaluator(
+            policy, env, largest, device, workers=e.workers, subsets=e.subsets, slots=e.slots,
+            env_threads=e.env_threads, carried=logging_episodes(cfg), **options)
     return Built(policy, optimizer, evaluator, device, env, cfg, obs_norm, arch)
 
 

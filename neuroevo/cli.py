@@ -134,7 +134,7 @@ def _run(args) -> int:
                        ("budget.generations", args.generations), ("budget.frames", args.frames),
                        ("engine.device", args.device), ("env.episode_cap", args.episode_cap),
                        ("engine.backend", args.backend), ("engine.ray_address", args.ray_address),
-                       ("engine.ray_actors", args.ray_actors)):
+                       ("engine.ray_actors", args.ray_actors), ("env.sim", args.sim)):
         if value is not None:
             override(cfg, key, value)
     apply_sets(cfg, args.set or ())
@@ -289,6 +289,8 @@ def _add_run(sub, fmt, d) -> None:
                      help=f"agent steps per training episode (default: {d.env.episode_cap})")
     run.add_argument("--seed", type=int, help=f"run seed (default: {d.seed})")
     run.add_argument("--device", help=f"auto | cpu | cuda (default: {d.engine.device})")
+    run.add_argument("--sim", help="native | warp: MuJoCo C on CPU threads, or MuJoCo Warp on "
+                     f"the device (the six v5 locomotion tasks; default: {d.env.sim})")
     run.add_argument("--config", metavar="FILE.yaml",
                      help="config overrides, e.g. experiments/configs/deep_ga_atari.yaml")
     run.add_argument("--set", action="append", metavar="KEY=VALUE",

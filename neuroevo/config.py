@@ -19,6 +19,7 @@ import yaml
 
 from neuroevo.envs.ale_ids import is_ale_id
 from neuroevo.envs.ale_ids import settings as ale_settings
+from neuroevo.envs.locomotion import V5_TASKS
 from neuroevo.errors import ConfigError, StateError, UnknownName
 from neuroevo.files import read_regular
 from neuroevo.optim import ALGORITHMS
@@ -97,6 +98,8 @@ class EnvConfig(_Section):
     obs_stats_fraction: float = 0.01  # training episodes whose observations update it (paper)
     action_noise: float | None = None  # action noise std in training episodes (None: 0.01
     # for the MuJoCo locomotion tasks, as OpenAI-ES; 0 otherwise)
+    sim: str = "native"  # native | warp: MuJoCo C on CPU threads, or MuJoCo Warp with every
+    # step on the device (the six v5 locomotion tasks; pip install -e '.[warp]')
 
 
 @dataclass
@@ -349,6 +352,7 @@ def _ranges(cfg: Config) -> list[tuple[str, object, bool, str]]:
          "in [0, 1]"),
         ("env.action_noise", e.action_noise, e.action_noise is None or e.action_noise >= 0,
          ">= 0 (or none: the env's default)"),
+        ("env.sim", e.sim, e.sim in ("native", "warp"), "native or warp"),
         ("engine.device", g.device, bool(DEVICE.match(g.device)), "auto, cpu, cuda or cuda:N"),
         ("engine.subsets", g.subsets, g.subsets >= 0, ">= 0 (0: automatic)"),
         ("engine.slots", g.slots, g.slots >= 0, ">= 0 (0: automatic)"),
@@ -401,6 +405,24 @@ def check(cfg: Config) -> None:
                           "the command line")
     if cfg.env.id and is_ale_id(cfg.env.id):
         _check_ale_id(cfg.env)
+    if cfg.env.sim == "warp":
+        _check_warp(cfg)
+
+
+def _check_warp(cfg: Config) -> None:
+    """``env.sim=warp`` runs the six v5 locomotion tasks in this process."""
+    env = cfg.env
+    if env.id not in V5_TASKS:
+        what = (f"env.id={env.id!r}" if env.id else
+                f"the Atari game {env.game!r} (env.game)")
+        raise ConfigError(f"--sim warp runs the MuJoCo v5 locomotion tasks "
+                          f"({', '.join(V5_TASKS)}), not {what}; use --sim native")
+    if cfg.engine.backend != "local":
+        raise ConfigError("--sim warp runs in this process: use --backend local")
+    for key in ("subsets", "env_threads", "workers"):
+        if getattr(cfg.engine, key):
+            raise ConfigError(f"engine.{key} is set but not used: --sim warp runs one driver "
+                              "over engine.slots worlds; remove it")
 
 
 def _check_ale_id(env: EnvConfig) -> None:

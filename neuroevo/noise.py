@@ -45,6 +45,25 @@ def mix64_array(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> u(31))
 
 
+def signed64(c: int) -> int:
+    """The int64 with the bits of the uint64 ``c``."""
+    return c - (1 << 64) if c >= 1 << 63 else c
+
+
+def shift_right(x: torch.Tensor, s: int) -> torch.Tensor:
+    """Logical right shift of int64 bit patterns (torch's ``>>`` on int64 is arithmetic)."""
+    return (x >> s) & ((1 << (64 - s)) - 1)
+
+
+def mix64_tensor(x: torch.Tensor) -> torch.Tensor:
+    """``mix64`` over an int64 tensor on any device: the bits of ``mix64_array``'s uint64s
+    (int64 products wrap as uint64 ones do; torch lacks uint64 arithmetic on a GPU)."""
+    x = x + signed64(_GAMMA)
+    x = (x ^ shift_right(x, 30)) * signed64(_M1)
+    x = (x ^ shift_right(x, 27)) * signed64(_M2)
+    return x ^ shift_right(x, 31)
+
+
 class NoiseTable:
     """``size`` float32 standard normals from ``seed``; ``slice(seed, D)`` is a view, not a copy.
 

@@ -67,6 +67,23 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return dev
 
 
+def load_member(policy: BatchedPolicy, params: SlotParams | LowRankSlots, row: int, pop,
+                member: int, device: torch.device) -> None:
+    """Put ``pop``'s ``member`` into slot ``row`` of ``params``, in the cheapest form its
+    population gives: low-rank factors, one fused perturbation of a shared base, or whole."""
+    lowrank_slots = isinstance(params, LowRankSlots)
+    low = pop.member_lowrank(member, device) if lowrank_slots else None
+    # a full-rank member in low-rank slots is loaded whole (a base of its own)
+    parts = None if lowrank_slots else pop.member_parts(member, device)
+    if low is not None:  # the member's factors, its base shared
+        params.load_lowrank(row, *low)
+    elif parts is not None:  # one fused perturbation into the slot's storage
+        params.load_perturbed(row, *parts)
+    else:
+        params.load(row, pop.member_params(member, device))
+    policy.prepare(params.layers, row)
+
+
 class _Subset:
     def __init__(self, pool, slots: SlotParams):
         self.pool, self.params, self.slots = pool, slots, Slots(slots.num_rows)
@@ -159,7 +176,7 @@ class PipelinedEvaluator:
             return self._evaluate(jobs, on_episode)
 
     def _evaluate(self, jobs: list[Job], on_episode) -> list[EpisodeBatch]:
-        run = _Run(self, jobs, on_episode)
+        run = Pass(self, jobs, on_episode)
         for sub in self.subsets:
             sub.slots = Slots(sub.params.num_rows)
             self._refill(run, sub, np.arange(sub.params.num_rows))
@@ -186,7 +203,7 @@ class PipelinedEvaluator:
                              run.clock.totals(), run.computed, run.offered, extras=extras)
         return batch.split(jobs, self.frameskip)
 
-    def _refill(self, run: _Run, sub: _Subset, free: np.ndarray) -> None:
+    def _refill(self, run: Pass, sub: _Subset, free: np.ndarray) -> None:
         """Give free envs the next members and restart them from their seeds."""
         mask = np.zeros(len(sub.slots.member), dtype=bool)
         seeds = []
@@ -201,18 +218,8 @@ class PipelinedEvaluator:
             n = run.next_member
             j, member = run.job_of[n], int(run.member_of[n])
             job = run.jobs[j]
-            row = sub.slots.start(env, n)
-            lowrank_slots = isinstance(sub.params, LowRankSlots)
-            low = job.pop.member_lowrank(member, self.device) if lowrank_slots else None
-            # a full-rank member in low-rank slots is loaded whole (a base of its own)
-            parts = None if lowrank_slots else job.pop.member_parts(member, self.device)
-            if low is not None:  # the member's factors, its base shared
-                sub.params.load_lowrank(row, *low)
-            elif parts is not None:  # one fused perturbation into the slot's storage
-                sub.params.load_perturbed(row, *parts)
-            else:
-                sub.params.load(row, job.pop.member_params(member, self.device))
-            self.policy.prepare(sub.params.layers, row)
+            load_member(self.policy, sub.params, sub.slots.start(env, n), job.pop, member,
+                        self.device)
             run.clock.add("decode", t, run.clock.mark())
             mask[env] = True
             seed = episode_seed(self.seed, job.pop.generation, job.pop.phase, member)
@@ -236,7 +243,7 @@ class PipelinedEvaluator:
             sub.resetting.set_result(sub.pool.reset(mask, seeds))
             run.clock.add("reset", t, time.perf_counter())
 
-    def _take_reset(self, run: _Run, sub: _Subset, i: int) -> None:
+    def _take_reset(self, run: Pass, sub: _Subset, i: int) -> None:
         """The observations of a subset's finished reset."""
         t = time.perf_counter()
         try:
@@ -247,7 +254,7 @@ class PipelinedEvaluator:
             sub.resetting = None
         run.clock.add("reset", t, time.perf_counter())
 
-    def _act(self, run: _Run, sub: _Subset) -> None:
+    def _act(self, run: Pass, sub: _Subset) -> None:
         """Forward pass of the running episodes' rows, then send every env its action."""
         count = sub.slots.count
         envs = sub.slots.env_of[:count]  # [count] env of each computed row
@@ -279,7 +286,7 @@ class PipelinedEvaluator:
         run.clock.add("env_wait", t, time.perf_counter())
         sub.in_flight = True
 
-    def _collect(self, run: _Run, sub: _Subset) -> None:
+    def _collect(self, run: Pass, sub: _Subset) -> None:
         """Receive a subset's step, record the episodes it ended and refill their slots."""
         t = time.perf_counter()
         sub.obs, rewards, done = sub.pool.recv()
@@ -302,11 +309,12 @@ class PipelinedEvaluator:
             self._refill(run, sub, ended)
 
 
-class _Run:
-    """The state of one ``PipelinedEvaluator.evaluate`` call: its members, results, counters.
-    Episode ``n`` of the pass is member ``member_of[n]`` of job ``job_of[n]``."""
+class Pass:
+    """The state of one ``evaluate`` call (of this evaluator or ``engine.warp``'s): its
+    members, results, counters. Episode ``n`` of the pass is member ``member_of[n]`` of job
+    ``job_of[n]``."""
 
-    def __init__(self, ev: PipelinedEvaluator, jobs: list[Job], on_episode):
+    def __init__(self, ev, jobs: list[Job], on_episode):
         self.jobs, self.on_episode = jobs, on_episode
         members = [job.members() for job in jobs]
         self.member_of = np.concatenate(members) if members else np.zeros(0, np.int64)

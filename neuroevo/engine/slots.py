@@ -8,12 +8,16 @@ reads a prefix of the parameter storage in place. Envs and rows are mapped both 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from neuroevo.genomes import PHASES
-from neuroevo.noise import mix64, mix64_array
+from neuroevo.noise import mix64, mix64_array, mix64_tensor, shift_right, signed64
 
 IDLE = -1
 _U64 = np.uint64
+
+
+_LANE = 0xD1B54A32D192ED03
 
 
 def step_normals(seeds: np.ndarray, steps: np.ndarray, dim: int) -> np.ndarray:
@@ -23,10 +27,20 @@ def step_normals(seeds: np.ndarray, steps: np.ndarray, dim: int) -> np.ndarray:
     slot, subset or thread runs it, and no generator state travels with the slot.
     """
     key = mix64_array(seeds.astype(_U64) ^ mix64_array(steps.astype(_U64)))  # [N]
-    lanes = np.arange(1, 2 * dim + 1, dtype=_U64) * _U64(0xD1B54A32D192ED03)
+    lanes = np.arange(1, 2 * dim + 1, dtype=_U64) * _U64(_LANE)
     bits = mix64_array(key[:, None] + lanes[None, :])  # [N, 2 * dim]
     u = ((bits >> _U64(11)).astype(np.float64) + 0.5) * 2.0**-53  # uniform in (0, 1)
     return np.sqrt(-2.0 * np.log(u[:, :dim])) * np.cos(2.0 * np.pi * u[:, dim:])
+
+
+def step_normals_tensor(seeds: torch.Tensor, steps: torch.Tensor, dim: int) -> torch.Tensor:
+    """``step_normals`` on the seeds' device (int64 ``[N]`` each): the same bits, the same
+    uniforms; the normals equal to within libm's last bits (torch's log and cos)."""
+    key = mix64_tensor(seeds ^ mix64_tensor(steps))  # [N]
+    lanes = torch.arange(1, 2 * dim + 1, dtype=torch.int64, device=seeds.device) * signed64(_LANE)
+    bits = mix64_tensor(key[:, None] + lanes[None, :])  # [N, 2 * dim]
+    u = (shift_right(bits, 11).double() + 0.5) * 2.0**-53  # uniform in (0, 1)
+    return torch.sqrt(-2.0 * torch.log(u[:, :dim])) * torch.cos(2.0 * torch.pi * u[:, dim:])
 
 
 def episode_seed(run_seed: int, generation: int, phase: str, index: int) -> int:

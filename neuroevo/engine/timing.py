@@ -21,8 +21,13 @@ DEVICE_STAGES = ("decode", "h2d", "forward", "d2h")
 
 
 class StageClock:
-    def __init__(self, device: torch.device):
-        self.seconds = dict.fromkeys(STAGES, 0.0)
+    """``stages``: the stages it reports (others add on when first timed); ``device_stages``:
+    those timed by CUDA events on a GPU."""
+
+    def __init__(self, device: torch.device, stages: tuple[str, ...] = STAGES,
+                 device_stages: tuple[str, ...] = DEVICE_STAGES):
+        self.seconds = dict.fromkeys(stages, 0.0)
+        self.device_stages = device_stages
         self.events = device.type == "cuda"
         self._pending: list = []  # (stage, start event, end event), not yet read
 
@@ -38,12 +43,12 @@ class StageClock:
     def add(self, stage: str, start, end) -> None:
         """Add the time between two bounds: ``mark()``s for a device stage, host times
         (``time.perf_counter()``) for a host stage."""
-        if self.events and stage in DEVICE_STAGES:
+        if self.events and stage in self.device_stages:
             self._pending.append((stage, start, end))
             if len(self._pending) >= 256:
                 self._read(wait=False)
         else:
-            self.seconds[stage] += end - start
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + end - start
 
     def _read(self, wait: bool) -> None:
         keep = []
@@ -53,7 +58,8 @@ class StageClock:
             elif not end.query():
                 keep.append((stage, start, end))
                 continue
-            self.seconds[stage] += start.elapsed_time(end) / 1000.0
+            self.seconds[stage] = (self.seconds.get(stage, 0.0)
+                                   + start.elapsed_time(end) / 1000.0)
         self._pending = keep
 
     def totals(self) -> dict[str, float]:

@@ -7,6 +7,10 @@ keyword arguments). Fields are read after ``mj_step`` + ``mj_rnePostConstraint``
 as gymnasium reads them, so body positions (``xpos``, ``xipos``) are those of the last
 sub-step's forward pass, as in gymnasium. The tests compare every task with gymnasium's
 own sync vector env.
+
+The same formulas serve MuJoCo Warp (``neuroevo.envs.warp``): given torch tensors, each
+function computes with torch on their device (``_xp``), so the two sims share one
+definition of every task.
 """
 
 from __future__ import annotations
@@ -16,7 +20,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-Fields = dict[str, np.ndarray]  # MjData field name -> [N, ...] float64 rows
+Fields = dict[str, np.ndarray]  # MjData field name -> [N, ...] float64 rows (or tensors)
+
+
+def _xp(a):
+    """numpy for arrays, torch for tensors: the module whose functions compute on ``a``."""
+    if isinstance(a, np.ndarray):
+        return np
+    import torch
+
+    return torch
 
 
 @dataclass(frozen=True)
@@ -36,7 +49,8 @@ class Task:
 
 
 def _sq(a: np.ndarray) -> np.ndarray:
-    return np.sum(np.square(a), axis=tuple(range(1, a.ndim)))
+    xp = _xp(a)
+    return xp.sum(xp.square(a), axis=tuple(range(1, a.ndim)))
 
 
 def _x(f: Fields) -> np.ndarray:
@@ -45,15 +59,16 @@ def _x(f: Fields) -> np.ndarray:
 
 def _planar_obs(clip_qvel: bool, skip: int):
     def observe(f: Fields) -> np.ndarray:
-        qvel = np.clip(f["qvel"], -10, 10) if clip_qvel else f["qvel"]
-        return np.concatenate((f["qpos"][:, skip:], qvel), axis=1)
+        xp = _xp(f["qpos"])
+        qvel = xp.clip(f["qvel"], -10, 10) if clip_qvel else f["qvel"]
+        return xp.concatenate((f["qpos"][:, skip:], qvel), axis=1)
     return observe
 
 
 def _hopper_healthy(f: Fields) -> np.ndarray:
-    z, angle = f["qpos"][:, 1], f["qpos"][:, 2]
-    state = np.concatenate((f["qpos"], f["qvel"]), axis=1)[:, 2:]
-    return (np.all((state > -100.0) & (state < 100.0), axis=1) & (z > 0.7) & (z < np.inf)
+    xp, z, angle = _xp(f["qpos"]), f["qpos"][:, 1], f["qpos"][:, 2]
+    state = xp.concatenate((f["qpos"], f["qvel"]), axis=1)[:, 2:]
+    return (xp.all((state > -100.0) & (state < 100.0), axis=1) & (z > 0.7) & (z < np.inf)
             & (angle > -0.2) & (angle < 0.2))
 
 
@@ -63,8 +78,9 @@ def _walker_healthy(f: Fields) -> np.ndarray:
 
 
 def _ant_obs(f: Fields) -> np.ndarray:
-    contact = np.clip(f["cfrc_ext"][:, 1:], -1.0, 1.0).reshape(len(f["qpos"]), -1)
-    return np.concatenate((f["qpos"][:, 2:], f["qvel"], contact), axis=1)
+    xp = _xp(f["qpos"])
+    contact = xp.clip(f["cfrc_ext"][:, 1:], -1.0, 1.0).reshape(len(f["qpos"]), -1)
+    return xp.concatenate((f["qpos"][:, 2:], f["qvel"], contact), axis=1)
 
 
 def _alive_reward(speed, action, f, healthy):
@@ -72,26 +88,27 @@ def _alive_reward(speed, action, f, healthy):
 
 
 def _ant_reward(speed, action, f, healthy):
-    contact = 5e-4 * _sq(np.clip(f["cfrc_ext"], -1.0, 1.0))
+    contact = 5e-4 * _sq(_xp(action).clip(f["cfrc_ext"], -1.0, 1.0))
     return speed + healthy * 1.0 - (0.5 * _sq(action) + contact)
 
 
 def _ant_healthy(f: Fields) -> np.ndarray:
-    z = f["qpos"][:, 2]
-    finite = np.all(np.isfinite(f["qpos"]), axis=1) & np.all(np.isfinite(f["qvel"]), axis=1)
+    xp, z = _xp(f["qpos"]), f["qpos"][:, 2]
+    finite = xp.all(xp.isfinite(f["qpos"]), axis=1) & xp.all(xp.isfinite(f["qvel"]), axis=1)
     return finite & (z >= 0.2) & (z <= 1.0)
 
 
 def _mass_center(f: Fields) -> np.ndarray:
     mass = f["body_mass"]  # [bodies], the model's constant
-    return (np.einsum("b,nbj->nj", mass, f["xipos"]) / mass.sum())[:, 0]
+    return (_xp(mass).einsum("b,nbj->nj", mass, f["xipos"]) / mass.sum())[:, 0]
 
 
 def _humanoid_obs(f: Fields) -> np.ndarray:
     n = len(f["qpos"])
-    return np.concatenate((f["qpos"][:, 2:], f["qvel"], f["cinert"][:, 1:].reshape(n, -1),
-                           f["cvel"][:, 1:].reshape(n, -1), f["qfrc_actuator"][:, 6:],
-                           f["cfrc_ext"][:, 1:].reshape(n, -1)), axis=1)
+    return _xp(f["qpos"]).concatenate(
+        (f["qpos"][:, 2:], f["qvel"], f["cinert"][:, 1:].reshape(n, -1),
+         f["cvel"][:, 1:].reshape(n, -1), f["qfrc_actuator"][:, 6:],
+         f["cfrc_ext"][:, 1:].reshape(n, -1)), axis=1)
 
 
 def _humanoid_healthy(f: Fields) -> np.ndarray:
@@ -100,7 +117,7 @@ def _humanoid_healthy(f: Fields) -> np.ndarray:
 
 
 def _humanoid_reward(speed, action, f, healthy):
-    contact = np.clip(5e-7 * _sq(f["cfrc_ext"]), -np.inf, 10.0)
+    contact = _xp(action).clip(5e-7 * _sq(f["cfrc_ext"]), -np.inf, 10.0)
     # gymnasium's Humanoid charges the control actually applied (data.ctrl, float64).
     return 1.25 * speed + healthy * 5.0 - (0.1 * _sq(f["ctrl"]) + contact)
 
@@ -134,3 +151,5 @@ TASKS: dict[str, Task] = {
 TRAP_WALLS = (((5.5, 0.0, 0.0), (0.1, 1.5, 2.0)), ((4.0, 1.5, 0.0), (1.5, 0.1, 2.0)),
               ((4.0, -1.5, 0.0), (1.5, 0.1, 2.0)))
 TASKS["HumanoidTrap-v0"] = replace(TASKS["Humanoid-v5"], walls=TRAP_WALLS, base="Humanoid-v5")
+# gymnasium's own six tasks (what env.sim=warp runs: the trap's walls are not ported there)
+V5_TASKS = tuple(name for name, task in TASKS.items() if task.base is None)

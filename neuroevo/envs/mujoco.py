@@ -71,6 +71,17 @@ def _model(task):
     return model
 
 
+def initial_state(task, init_qpos: np.ndarray, init_qvel: np.ndarray,
+                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``(qpos, qvel)`` of a restart: gymnasium v5's ``reset_model`` noise, drawn from ``rng``
+    (``np_random(seed)``) in its order."""
+    noise = task.reset_noise
+    qpos = init_qpos + rng.uniform(-noise, noise, size=len(init_qpos))
+    if task.qvel_noise == "normal":
+        return qpos, init_qvel + noise * rng.standard_normal(len(init_qvel))
+    return qpos, init_qvel + rng.uniform(-noise, noise, size=len(init_qvel))
+
+
 def check_task(env_id: str) -> str:
     if env_id not in TASKS:
         raise UnknownName("batched MuJoCo task", env_id, TASKS)
@@ -138,14 +149,10 @@ class MujocoSims:
         for i, seed in zip(envs, seeds, strict=True):
             if seed is not None or self.rngs[i] is None:
                 self.rngs[i] = np_random(None if seed is None else int(seed))[0]
-            rng, d = self.rngs[i], self.datas[i]
+            d = self.datas[i]
             mujoco.mj_resetData(self.model, d)
-            noise = task.reset_noise
-            d.qpos[:] = self.init_qpos + rng.uniform(-noise, noise, size=self.model.nq)
-            if task.qvel_noise == "normal":
-                d.qvel[:] = self.init_qvel + noise * rng.standard_normal(self.model.nv)
-            else:
-                d.qvel[:] = self.init_qvel + rng.uniform(-noise, noise, size=self.model.nv)
+            d.qpos[:], d.qvel[:] = initial_state(task, self.init_qpos, self.init_qvel,
+                                                 self.rngs[i])
             mujoco.mj_forward(self.model, d)
             for dst, src in self._copies[i]:
                 np.copyto(dst, src)
