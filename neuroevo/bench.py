@@ -11,6 +11,12 @@
 - ``bound_fps``: min(sim, inference) when inference runs on a GPU, and
   1 / (1/sim + 1/inference) when both share the CPU cores;
 - ``efficiency = engine / bound`` and ``speedup_vs_naive = engine / naive``.
+
+``--sim warp`` (a MuJoCo task) measures MuJoCo Warp in the same rounds, beside all of the
+above for ``--sim native``: ``warp.sim_only_fps`` (the worlds stepping random actions and
+computing observations, no network), ``warp.engine_fps`` (``WarpEvaluator``'s whole
+generations of the same run), ``warp.efficiency = engine / sim_only`` and
+``warp.vs_native = warp engine / native engine``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from torch.func import functional_call
 from neuroevo.build import Built, build
 from neuroevo.config import Config, apply_sets, override, to_dict
 from neuroevo.engine.pipeline import default_layout
+from neuroevo.envs.warp import memory_need
 from neuroevo.errors import ConfigError, UnknownName, check_range
 from neuroevo.evaluation import EpisodeBatch, Job
 from neuroevo.files import atomic_write
@@ -55,6 +62,7 @@ class BenchConfig:
     episode_cap: int = 5000
     seed: int = 0
     sets: tuple[str, ...] = ()  # further run-config keys, KEY=VALUE (``--set``)
+    sim: str = "native"  # warp: MuJoCo Warp measured too, beside native (module docstring)
 
 
 def _timed(seconds: float, step) -> tuple[int, float]:
@@ -76,7 +84,8 @@ def check_bench(cfg: BenchConfig) -> None:
             ("--subsets", cfg.subsets, cfg.subsets is None or cfg.subsets >= 1, ">= 1"),
             ("--slots", cfg.slots, cfg.slots is None or cfg.slots >= 1, ">= 1"),
             ("--episode-cap", cfg.episode_cap, cfg.episode_cap >= 1, ">= 1"),
-            ("--seed", cfg.seed, cfg.seed >= 0, ">= 0")):
+            ("--seed", cfg.seed, cfg.seed >= 0, ">= 0"),
+            ("--sim", cfg.sim, cfg.sim in ("native", "warp"), "native or warp")):
         check_range(name, value, ok, allowed)
     nets = ("large", "small", "mlp") if cfg.env else ("large", "small")
     if cfg.net and cfg.net not in nets:
@@ -186,20 +195,63 @@ def engine_rate(built: Built, seconds: float) -> tuple[float, dict, float, float
     return total.frames / total.wall_time, total.timings, total.occupancy, total.wall_time
 
 
-def _round(steps: dict, built: Built, seconds: float) -> dict:
+def _warp_sim(warp: Built, rng: torch.Generator):
+    """MuJoCo Warp's worlds alone: random actions, physics and observations on the device,
+    ended worlds restarted at the checks the engine makes (``engine.warp.CHUNK``)."""
+    from neuroevo.engine.warp import CHUNK
+
+    sims, dev = warp.evaluator.sims, warp.device
+    low, high = (torch.from_numpy(b).to(dev) for b in warp.env.action.bounds())
+    qpos0 = torch.from_numpy(sims.init_qpos).to(dev).expand(sims.nworld, -1)
+    qvel0 = torch.from_numpy(sims.init_qvel).to(dev).expand(sims.nworld, -1)
+    elapsed = torch.zeros(sims.nworld, dtype=torch.int64, device=dev)
+    everyone = torch.ones(sims.nworld, dtype=torch.bool, device=dev)
+    sims.reset(everyone, qpos0, qvel0)
+
+    def step() -> int:
+        nonlocal elapsed
+        ended = torch.zeros_like(everyone)
+        for _ in range(CHUNK):
+            u = torch.rand(sims.nworld, len(low), generator=rng, device=dev)
+            _, terminated = sims.step(low + (high - low) * u)
+            sims.observe()
+            elapsed += 1
+            ended |= terminated | (elapsed >= warp.env.max_steps)
+        if bool(ended.any()):  # sync: the check
+            sims.reset(ended, qpos0, qvel0)
+            elapsed = torch.where(ended, 0, elapsed)
+        return CHUNK * sims.nworld
+
+    return step
+
+
+def _round(steps: dict, built: Built, seconds: float, warp: Built | None = None) -> dict:
     out = {}
     for name, step in steps.items():
         frames, elapsed = _timed(seconds, step)
         out[name] = frames / elapsed
     engine, timings, occupancy, wall = engine_rate(built, seconds)
     # the stages' seconds are summed over the driver threads; engine_seconds is their wall
-    return {**out, "engine_fps": engine, "occupancy": occupancy, "stage_seconds": timings,
-            "engine_seconds": wall}
+    out.update(engine_fps=engine, occupancy=occupancy, stage_seconds=timings,
+               engine_seconds=wall)
+    if warp is not None:
+        engine, timings, occupancy, wall = engine_rate(warp, seconds)
+        out.update(warp_engine_fps=engine, warp_occupancy=occupancy,
+                   warp_stage_seconds=timings, warp_engine_seconds=wall)
+    return out
 
 
 def run_bench(cfg: BenchConfig, log=print) -> dict:
     check_bench(cfg)
     built = build(run_config(cfg))  # the engine, policy and optimizer as `neuroevo run` has them
+    warp = None
+    if cfg.sim == "warp":
+        warp_cfg = run_config(cfg)
+        # one driver over a world per episode of a pass (the native layout flags are not its)
+        for key, value in (("env.sim", "warp"), ("engine.subsets", 0), ("engine.slots", 0),
+                           ("engine.env_threads", 0), ("engine.workers", 0)):
+            override(warp_cfg, key, value)
+        warp = build(warp_cfg)
     device, spec = built.device, built.policy.spec
     subsets, slots = default_layout(cfg.population, device, built.env.traits)
     subsets, slots = cfg.subsets or subsets, cfg.slots or slots
@@ -220,18 +272,41 @@ def run_bench(cfg: BenchConfig, log=print) -> dict:
         pools += sim_pools
         steps = {"sim_only_fps": sim_step, "inference_only_fps": _inference(built, slots, pools[0]),
                  "naive_fps": _naive(built, pools[0], cfg.episode_cap)}
+        if warp is not None:
+            generator = torch.Generator(warp.device).manual_seed(cfg.seed)
+            steps["warp_sim_only_fps"] = _warp_sim(warp, generator)
         # Rounds interleave the four measurements so that a noisy neighbour on a shared
         # machine hits all of them alike; each figure is its best round.
         for k in range(cfg.rounds):
             log(f"round {k + 1}/{cfg.rounds}: sim only ({subsets} pools x {slots} envs), "
                 f"inference only ({slots} nets per pass), naive, engine ...")
-            rounds.append(_round(steps, built, cfg.seconds))
+            rounds.append(_round(steps, built, cfg.seconds, warp))
     finally:
         for p in pools:
             p.close()
         built.evaluator.close()
+        if warp is not None:
+            warp.evaluator.close()
     result.update(figures(rounds, device.type == "cuda"))
+    if warp is not None:
+        result["warp"] = warp_figures(rounds, warp, result["engine_fps"])
     return result
+
+
+def warp_figures(rounds: list[dict], warp: Built, native_engine: float) -> dict:
+    """The Warp figures of interleaved rounds (each rate its best round)."""
+    best = max(rounds, key=lambda r: r["warp_engine_fps"])
+    sim = max(r["warp_sim_only_fps"] for r in rounds)
+    engine = best["warp_engine_fps"]
+    return {"sim_only_fps": sim, "engine_fps": engine, "efficiency": engine / sim,
+            "vs_native": engine / native_engine, "occupancy": best["warp_occupancy"],
+            "stage_seconds": best["warp_stage_seconds"], "worlds": warp.evaluator.worlds,
+            "device": str(warp.device),
+            # torch's peak on a GPU (parameter rows, episode tensors; native's too), None on
+            # the CPU; Warp's own Data is data_bytes (envs.warp.memory_need)
+            "peak_memory_bytes": (torch.cuda.max_memory_allocated(warp.device)
+                                  if warp.device.type == "cuda" else None),
+            "data_bytes": memory_need(warp.env.name, warp.evaluator.worlds)}
 
 
 def figures(rounds: list[dict], on_gpu: bool) -> dict:
@@ -268,6 +343,16 @@ def format_table(r: dict) -> str:
                   f"{x['engine_fps'] / x['naive_fps']:.2f}" for x in r["rounds"]),
               "  engine stages (s): " + ", ".join(f"{k} {v:.1f}"
                                                   for k, v in r["stage_seconds"].items())]
+    w = r.get("warp")
+    if w is not None:
+        lines += [f"  MuJoCo Warp, {w['worlds']:,} worlds on {w['device']}:",
+                  f"  {'warp sim_only_fps':<20}{w['sim_only_fps']:>12,.0f} {unit}",
+                  f"  {'warp engine_fps':<20}{w['engine_fps']:>12,.0f} {unit}",
+                  f"  {'warp efficiency':<20}{w['efficiency']:>12.2f}   (warp engine / sim_only)",
+                  f"  {'warp vs native':<20}{w['vs_native']:>12.2f}   (engine_fps ratio)",
+                  f"  {'warp occupancy':<20}{w['occupancy']:>12.2f}",
+                  "  warp stages (s): " + ", ".join(f"{k} {v:.1f}"
+                                                    for k, v in w["stage_seconds"].items())]
     return "\n".join(lines)
 
 

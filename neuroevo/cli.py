@@ -172,8 +172,12 @@ def _resume(args) -> int:
 
 
 def _device_line(built) -> str:
-    """Where the forward passes run and through what, e.g. ``cuda (triton, im2col)``."""
-    return f"{built.device} ({built.policy.kernels})"
+    """Where the forward passes run and through what, e.g. ``cuda (triton, im2col)``, and
+    the simulator when it is MuJoCo Warp's worlds."""
+    line = f"{built.device} ({built.policy.kernels})"
+    if built.config.env.sim == "warp":
+        line += f", MuJoCo Warp ({built.evaluator.layout()['slots']:,} worlds)"
+    return line
 
 
 def _continue(run_dir, generations, frames, no_progress: bool, given=None) -> int:
@@ -226,7 +230,7 @@ def _bench(args) -> int:
                       seconds=args.seconds, rounds=args.rounds, device=args.device,
                       subsets=args.subsets, slots=args.slots, env_threads=args.env_threads,
                       workers=args.workers, episode_cap=args.episode_cap, seed=args.seed,
-                      sets=tuple(args.set or ()))
+                      sets=tuple(args.set or ()), sim=args.sim)
     result = run_bench(cfg, log=lambda m: print(m, file=sys.stderr, flush=True))
     print(format_table(result))
     if args.json:
@@ -396,6 +400,9 @@ def _add_bench(sub, fmt) -> None:
     bench.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="any key of the run config measured, as for 'run', e.g. --set "
                             "algo.elite_candidates=0 (repeatable)")
+    bench.add_argument("--sim", default="native", help="native | warp: warp measures MuJoCo "
+                       "Warp too, side by side with native in the same rounds (--env: one of "
+                       "the six v5 locomotion tasks)")
     bench.add_argument("--json", help="also write the figures to this file")
     bench.set_defaults(handler=_bench)
 

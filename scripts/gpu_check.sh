@@ -27,5 +27,22 @@ tests=${PIPESTATUS[0]}
 timeout 300 python3 -P scripts/bench_kernels.py --json "$out/kernels.json" "$@" 2>&1 \
   | tee "$out/bench.log"
 bench=${PIPESTATUS[0]}
-echo "tests exit $tests, bench exit $bench" | tee -a "$out/gpu.txt"
-exit $((tests || bench))
+# MuJoCo Warp (issue 35), where mujoco-warp and warp-lang are importable (carry their wheels,
+# with mujoco 4.0.1, gymnasium and farama-notifications): the CPU tests of the warp path,
+# then --sim warp against --sim native in one bench: ES population 4,096, MLP 256-256,
+# Humanoid-v5 on the GPU (targets: >= 200k env steps/s, >= 0.5 of sim_only, >= 10x native;
+# warp.peak_memory_bytes < 8 GB).
+warp=0
+if python3 -P -c "import mujoco_warp" 2>/dev/null; then
+  timeout 300 python3 -P -m pytest -q -ra -p no:cacheprovider -n 0 tests/integration/test_warp.py \
+    -k "not run_trains" 2>&1 | tee "$out/warp-tests.log"
+  warp=${PIPESTATUS[0]}
+  timeout 420 python3 -P -m neuroevo bench --env Humanoid-v5 --sim warp --population 4096 \
+    --device cuda --seconds 20 --rounds 1 --json "$out/warp-humanoid.json" 2>&1 \
+    | tee "$out/warp-bench.log"
+  warp=$((warp || PIPESTATUS[0]))
+else
+  echo "mujoco_warp not importable: the warp checks did not run" | tee -a "$out/gpu.txt"
+fi
+echo "tests exit $tests, bench exit $bench, warp exit $warp" | tee -a "$out/gpu.txt"
+exit $((tests || bench || warp))

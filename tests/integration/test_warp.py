@@ -192,7 +192,7 @@ def neuroevo(*args, cwd, env=None):
 
 TINY = ["--env", "HalfCheetah-v5", "--sim", "warp", "--population", "6", "--episode-cap",
         "15", "--device", "cpu", "--set", "net.hidden=8,8", "--set", "algo.test_episodes=2",
-        "--set", "env.test_episode_cap=15", "--no-progress"]
+        "--set", "env.test_episode_cap=15", "--set", "algo.test_every=1", "--no-progress"]
 
 
 def metrics(run_dir):
