@@ -16,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+import torch
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import EngFormatter
 
@@ -26,7 +27,7 @@ from neuroevo.envs.maze import GOAL, START, WALLS
 from neuroevo.errors import CheckpointError, ConfigError, UnknownName
 from neuroevo.files import atomic_write, read_regular
 from neuroevo.metrics import METRICS
-from neuroevo.optim import ALGORITHMS
+from neuroevo.optim import ALGORITHMS, cvt
 from neuroevo.optim.mapelites import parse_bounds
 from neuroevo.serial import first_line, loads_strict
 
@@ -128,10 +129,9 @@ def plot_archives(runs: list[str], output: str) -> None:
     fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 4.6), squeeze=False)
     for ax, run, (cfg, state) in zip(axes[0], runs, loaded, strict=True):
         if "cells" in state:
-            bins = cfg.algo.bins
-            grid = state["fitness"].numpy().reshape(bins, bins).T  # [y, x]
             low = parse_bounds(cfg.algo.grid_low, "grid_low")
             high = parse_bounds(cfg.algo.grid_high, "grid_high")
+            grid = _cells_image(state, cfg.algo.bins, low, high)  # [y, x]
             shown = ax.imshow(np.where(np.isfinite(grid), grid, np.nan), origin="lower",
                               extent=(low[0], high[0], low[1], high[1]), cmap="viridis")
             fig.colorbar(shown, ax=ax, label="fitness of the cell's elite")
@@ -152,6 +152,18 @@ def plot_archives(runs: list[str], output: str) -> None:
         ax.set_title(f"{pathlib.Path(run).name} ({cfg.algo.name})")
         ax.set_aspect("equal")
     _save(fig, output)
+
+
+def _cells_image(state: dict, bins: int, low, high) -> np.ndarray:
+    """MAP-Elites' fitness per cell as an image: the grid's cells, or for a CVT a raster of
+    400 x 400 pixels, each coloured by its nearest centroid's cell (its Voronoi region)."""
+    fitness = state["fitness"].numpy()
+    if state.get("centroids") is None:
+        return fitness.reshape(bins, bins).T
+    xs = np.linspace(low[0], high[0], 400)
+    ys = np.linspace(low[1], high[1], 400)
+    pixels = torch.from_numpy(np.stack(np.meshgrid(xs, ys), axis=-1).reshape(-1, 2))
+    return fitness[cvt.nearest(pixels, state["centroids"]).numpy()].reshape(400, 400)
 
 
 def _archive(run: str):

@@ -1,8 +1,12 @@
 """MAP-Elites: Mouret & Clune 2015, "Illuminating search spaces by mapping elites" (arXiv
-1504.04909), over a grid of a behaviour characterisation (BC), on seed-chain genomes.
+1504.04909), over a grid of a behaviour characterisation (BC), on seed-chain genomes; with
+``cvt_cells`` > 0, CVT-MAP-Elites (Vassiliades et al. 2018, ``neuroevo/optim/cvt.py``).
 
 The archive is a grid of ``bins`` cells per BC dimension between ``grid_low`` and
-``grid_high`` (a BC outside is put in the nearest edge cell). Each cell keeps the best
+``grid_high`` (a BC outside is put in the nearest edge cell), or the ``cvt_cells`` regions
+of a centroidal Voronoi tessellation of that box (a BC goes to its nearest centroid, inside
+the box or not; the centroids are in the state, so a resumed run checks them). Each cell
+keeps the best
 member found there: its genome (a seed chain, a few KB, so the archive is small and Ray's
 messages stay seeds), its fitness and its BC. The first generation is ``population`` random
 networks (the GA's initialisation); every later one is ``population`` children, each of a
@@ -24,10 +28,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from neuroevo.errors import ConfigError, check_range
+from neuroevo.errors import CheckpointError, ConfigError, check_range
 from neuroevo.genomes import SEED_BOUND, ChainDecoder, Population, SeedChain
 from neuroevo.metrics import Metric
 from neuroevo.noise import NoiseTable
+from neuroevo.optim import cvt
 from neuroevo.optim.base import Optimizer
 from neuroevo.optim.registry import Algorithm, Params, Start, at_least, param
 
@@ -37,6 +42,7 @@ class MapElitesState:
     cells: dict = field(default_factory=dict)  # cell index -> the member's SeedChain
     fitness: torch.Tensor | None = None  # [cells] float64, -inf where empty
     bcs: torch.Tensor | None = None  # [cells, d] float64 BC of each cell's member
+    centroids: torch.Tensor | None = None  # [cells, d] float64: CVT-MAP-Elites' regions
     generation: int = 0
     best_fitness: float = float("-inf")
 
@@ -55,8 +61,10 @@ def parse_bounds(text: str, key: str) -> tuple[float, ...]:
 
 class MapElites(Optimizer):
     """MAP-Elites on a grid (module docstring). ``grid_low``, ``grid_high``: the grid's
-    bounds per BC dimension; ``bins``: cells per dimension; ``sigma``: the mutation power;
-    ``init_std``: the initial networks' std (a float or a ``[D]`` tensor, as the GA's)."""
+    bounds per BC dimension; ``bins``: cells per dimension; ``cvt_cells``: 0 for the grid, or
+    the regions of a CVT of the box drawn from ``cvt_samples`` points; ``sigma``: the
+    mutation power; ``init_std``: the initial networks' std (a float or a ``[D]`` tensor, as
+    the GA's)."""
 
     name = "mapelites"
     uses_behaviour = True
@@ -68,7 +76,8 @@ class MapElites(Optimizer):
     state_types = (SeedChain,)
 
     def __init__(self, num_params: int, *, grid_low, grid_high, bins: int = 20,
-                 sigma: float = 0.01, init_std=1.0, qd_offset: float = 0.0,
+                 cvt_cells: int = 0, cvt_samples: int = 25000, sigma: float = 0.01,
+                 init_std=1.0, qd_offset: float = 0.0,
                  population_size: int = 100, seed: int = 0, noise: NoiseTable | None = None,
                  nonfinite: str = "raise"):
         super().__init__(num_params, population_size, seed, noise, nonfinite)
@@ -79,10 +88,16 @@ class MapElites(Optimizer):
                     f"above grid_low {tuple(self.low)} in every dimension")
         check_range("bins", bins, isinstance(bins, int) and bins >= 1, ">= 1")
         check_range("sigma", sigma, sigma > 0, "> 0")
+        check_range("cvt_cells", cvt_cells, isinstance(cvt_cells, int) and cvt_cells >= 0,
+                    ">= 0")
+        check_range("cvt_samples", cvt_samples, cvt_samples >= cvt_cells,
+                    f">= cvt_cells ({cvt_cells})")
         self.bins, self.sigma, self.qd_offset = bins, float(sigma), float(qd_offset)
-        self.num_cells = bins ** len(self.low)
+        self.num_cells = cvt_cells or bins ** len(self.low)
         self.init_std = torch.as_tensor(init_std, dtype=torch.float32)
-        self.state = MapElitesState()
+        self.state = MapElitesState(
+            centroids=cvt.centroids(self.low, self.high, cvt_cells, cvt_samples)
+            if cvt_cells else None)
         self._decoders: dict[torch.device, ChainDecoder] = {}
 
     def decoder(self, device=None) -> ChainDecoder:
@@ -94,11 +109,15 @@ class MapElites(Optimizer):
         return self._decoders[device]
 
     def cell_of(self, bcs: np.ndarray) -> np.ndarray:
-        """``[P]`` grid cell of each BC (row-major over the dimensions)."""
+        """``[P]`` cell of each BC: the grid's (row-major over the dimensions), or the CVT's
+        nearest centroid."""
         if bcs.shape[1] != len(self.low):
             raise ConfigError(f"the behaviour has {bcs.shape[1]} dimensions but the grid "
                               f"{len(self.low)} (algo.grid_low {tuple(self.low)}); give "
                               "bounds for every dimension")
+        if self.state.centroids is not None:
+            points = torch.as_tensor(bcs, dtype=torch.float64)
+            return cvt.nearest(points, self.state.centroids).numpy()
         scaled = (bcs - self.low) / (self.high - self.low) * self.bins
         index = np.clip(np.floor(scaled), 0, self.bins - 1).astype(np.int64)
         return np.ravel_multi_index(index.T, (self.bins,) * len(self.low))
@@ -131,6 +150,22 @@ class MapElites(Optimizer):
         return {"coverage": float(filled.double().mean()),
                 "qd_score": float((s.fitness[filled] - self.qd_offset).sum()),
                 "cells_filled": int(filled.sum())}, True
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Refuse an archive of other cells than this run's (another grid, another CVT)."""
+        self.check_header(state_dict)
+        state, mine = state_dict["state"], self.state.centroids
+        theirs, fitness = state.get("centroids"), state.get("fitness")
+        same = ((mine is None) == (theirs is None) and
+                (mine is None or (mine.shape == theirs.shape and torch.equal(mine, theirs))) and
+                (fitness is None or fitness.shape == (self.num_cells,)))
+        if not same:
+            raise CheckpointError(
+                f"the checkpoint's MAP-Elites archive has other cells than this run's "
+                f"({self.num_cells} {'CVT regions' if mine is not None else 'grid cells'}); "
+                "resume with the algo.bins, algo.cvt_cells, algo.cvt_samples and grid bounds "
+                "the run was started with")
+        super().load_state_dict(state_dict)
 
     def _best(self) -> SeedChain | None:
         if not self.state.cells:
@@ -175,7 +210,11 @@ class MapElitesParams(Params):
                           lambda v: v != "")  # the grid's lower bounds
     grid_high: str = param("", "finite numbers above grid_low, e.g. 200,200",
                            lambda v: v != "")  # the grid's upper bounds
-    bins: int = param(20, ">= 1", at_least(1))  # cells per behaviour dimension
+    bins: int = param(20, ">= 1", at_least(1))  # cells per behaviour dimension (the grid)
+    cvt_cells: int = param(0, ">= 0", at_least(0))  # > 0: CVT-MAP-Elites with this many
+    # regions in place of the grid (Vassiliades et al. 2018)
+    cvt_samples: int = param(25000, ">= 1", at_least(1))  # uniform points the CVT's k-means
+    # runs on (pymap_elites' default)
     sigma: float = param(0.01, "> 0", lambda v: v > 0)  # mutation power
     qd_offset: float = param(0.0, "a number", lambda v: np.isfinite(v))  # QD-score: what is
     # subtracted from each filled cell's fitness (below any fitness the task gives)
@@ -192,15 +231,20 @@ class MapElitesParams(Params):
         if len(low) != len(high) or not all(h > lo for lo, h in zip(low, high, strict=True)):
             return [f"algo.grid_high must be above algo.grid_low in every dimension, got "
                     f"grid_low {self.grid_low} and grid_high {self.grid_high}"]
+        if self.cvt_samples < self.cvt_cells:
+            return [f"algo.cvt_samples must be at least algo.cvt_cells ({self.cvt_cells}), "
+                    f"got {self.cvt_samples}"]
         return []
 
 
 def from_config(p: MapElitesParams, start: Start) -> MapElites:
     return MapElites(start.num_params, grid_low=parse_bounds(p.grid_low, "grid_low"),
                      grid_high=parse_bounds(p.grid_high, "grid_high"), bins=p.bins,
-                     sigma=p.sigma, init_std=start.init_std, qd_offset=p.qd_offset,
+                     cvt_cells=p.cvt_cells, cvt_samples=p.cvt_samples, sigma=p.sigma,
+                     init_std=start.init_std, qd_offset=p.qd_offset,
                      population_size=start.population, seed=start.seed)
 
 
 ALGORITHM = Algorithm(MapElites, MapElitesParams, from_config, pbt=("sigma",),
-                      doc="MAP-Elites (Mouret & Clune 2015): a grid of elites over a behaviour")
+                      doc="MAP-Elites (Mouret & Clune 2015): a grid (or a CVT) of elites over a "
+                      "behaviour")

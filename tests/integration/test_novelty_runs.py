@@ -26,11 +26,13 @@ def rows_of(path, strip=TIMING + LOGGING):
 
 
 GRID = ["--set", "algo.grid_low=0,0", "--set", "algo.grid_high=200,210"]
+CVT = [*GRID, "--set", "algo.cvt_cells=40", "--set", "algo.cvt_samples=4000"]
 
 
 @pytest.mark.parametrize("algo, extra, archive", [("nsraes", [], "archive"),
                                                  ("gans", [], "archive"),
-                                                 ("mapelites", GRID, "fitness")])
+                                                 ("mapelites", GRID, "fitness"),
+                                                 ("mapelites", CVT, "fitness")])
 def test_a_run_resumes_bit_for_bit_with_its_archive_and_plays(algo, extra, archive, tmp_path,
                                                               monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -93,10 +95,11 @@ def test_a_bad_behaviour_function_names_the_member_and_episode(behaviour, messag
 
 def test_plot_draws_the_archives_and_refuses_a_run_without_one(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    for algo, extra in (("nses", []), ("mapelites", GRID), ("ga", [])):
+    for algo, extra, where in (("nses", [], "nses"), ("mapelites", GRID, "mapelites"),
+                               ("mapelites", CVT, "cvt"), ("ga", [], "ga")):
         assert cli.main(["run", algo, *MAZE, *extra, "--generations", "2", "--run-dir",
-                         algo]) == 0
-    assert cli.main(["plot", "nses", "mapelites", "--archive", "-o", "a.png"]) == 0
+                         where]) == 0
+    assert cli.main(["plot", "nses", "mapelites", "cvt", "--archive", "-o", "a.png"]) == 0
     assert (tmp_path / "a.png").stat().st_size > 10_000
     capsys.readouterr()
     assert cli.main(["plot", "ga", "--archive", "-o", "b.png"]) == 2
