@@ -19,7 +19,7 @@ import yaml
 
 from neuroevo.envs.ale_ids import is_ale_id
 from neuroevo.envs.ale_ids import settings as ale_settings
-from neuroevo.envs.locomotion import V5_TASKS
+from neuroevo.envs.locomotion import FEET, V5_TASKS
 from neuroevo.errors import ConfigError, StateError, UnknownName
 from neuroevo.files import read_regular
 from neuroevo.optim import ALGORITHMS
@@ -100,6 +100,9 @@ class EnvConfig(_Section):
     # for the MuJoCo locomotion tasks, as OpenAI-ES; 0 otherwise)
     sim: str = "native"  # native | warp: MuJoCo C on CPU threads, or MuJoCo Warp with every
     # step on the device (the six v5 locomotion tasks; pip install -e '.[warp]')
+    behaviour: str = "auto"  # auto | feet_contact: the behaviour characterisation of novelty
+    # search and MAP-Elites (auto: the env kind's own; feet_contact: MuJoCo, each foot's
+    # share of the episode's steps in contact, QDax's descriptor)
 
 
 @dataclass
@@ -353,6 +356,8 @@ def _ranges(cfg: Config) -> list[tuple[str, object, bool, str]]:
         ("env.action_noise", e.action_noise, e.action_noise is None or e.action_noise >= 0,
          ">= 0 (or none: the env's default)"),
         ("env.sim", e.sim, e.sim in ("native", "warp"), "native or warp"),
+        ("env.behaviour", e.behaviour, e.behaviour in ("auto", "feet_contact"),
+         "auto or feet_contact"),
         ("engine.device", g.device, bool(DEVICE.match(g.device)), "auto, cpu, cuda or cuda:N"),
         ("engine.subsets", g.subsets, g.subsets >= 0, ">= 0 (0: automatic)"),
         ("engine.slots", g.slots, g.slots >= 0, ">= 0 (0: automatic)"),
@@ -386,6 +391,11 @@ def unused(cfg: Config) -> list[tuple[str, str]]:
     if cfg.net.vbn and cfg.net.name == "mlp":
         out.append(("net.vbn", "virtual batch normalisation is for the image nets (small, "
                                "large), and net.name='mlp'"))
+    if cfg.env.behaviour != d.env.behaviour and not ALGORITHMS[cfg.algo.name].optimizer \
+            .uses_behaviour:
+        out.append(("env.behaviour", f"the {cfg.algo.name} algorithm reads no behaviour ("
+                    f"{', '.join(n for n in ALGORITHMS if ALGORITHMS[n].optimizer.uses_behaviour)} "
+                    "do)"))
     if cfg.engine.backend != "ray":
         out += [(f"engine.{k}", "it is used only with --backend ray") for k in sorted(RAY_KEYS)
                 if getattr(cfg.engine, k) != getattr(d.engine, k)]
@@ -407,6 +417,10 @@ def check(cfg: Config) -> None:
         _check_ale_id(cfg.env)
     if cfg.env.sim == "warp":
         _check_warp(cfg)
+    if cfg.env.behaviour == "feet_contact" and cfg.env.id not in FEET:
+        what = f"env.id={cfg.env.id!r}" if cfg.env.id else f"the Atari game {cfg.env.game!r}"
+        raise ConfigError(f"env.behaviour=feet_contact measures the feet of the MuJoCo tasks "
+                          f"({', '.join(FEET)}), not {what}; use env.behaviour=auto")
 
 
 def _check_warp(cfg: Config) -> None:
@@ -419,6 +433,9 @@ def _check_warp(cfg: Config) -> None:
                           f"({', '.join(V5_TASKS)}), not {what}; use --sim native")
     if cfg.engine.backend != "local":
         raise ConfigError("--sim warp runs in this process: use --backend local")
+    if env.behaviour != "auto":
+        raise ConfigError("env.behaviour=feet_contact runs on --sim native (Warp's contacts "
+                          "are not read yet); remove it or use --sim native")
     for key in ("subsets", "env_threads", "workers"):
         if getattr(cfg.engine, key):
             raise ConfigError(f"engine.{key} is set but not used: --sim warp runs one driver "

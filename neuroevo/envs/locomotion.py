@@ -153,3 +153,11 @@ TRAP_WALLS = (((5.5, 0.0, 0.0), (0.1, 1.5, 2.0)), ((4.0, 1.5, 0.0), (1.5, 0.1, 2
 TASKS["HumanoidTrap-v0"] = replace(TASKS["Humanoid-v5"], walls=TRAP_WALLS, base="Humanoid-v5")
 # gymnasium's own six tasks (what env.sim=warp runs: the trap's walls are not ported there)
 V5_TASKS = tuple(name for name, task in TASKS.items() if task.base is None)
+# The feet of env.behaviour=feet_contact (QDax's FEET_NAMES, in its order, by gymnasium's
+# body names; Ant's feet are its unnamed last bodies of the four legs, QDax's "$ Body 4" ...
+# "$ Body 13"). Where we differ: Humanoid's are its feet, where QDax takes Brax's shins,
+# whose capsules end at the sole: gymnasium's humanoid has separate foot bodies.
+FEET: dict[str, tuple[str | int, ...]] = {
+    "HalfCheetah-v5": ("bfoot", "ffoot"), "Hopper-v5": ("foot",),
+    "Walker2d-v5": ("foot", "foot_left"), "Ant-v5": (4, 7, 10, 13),
+    "Humanoid-v5": ("left_foot", "right_foot"), "HumanoidTrap-v0": ("left_foot", "right_foot")}

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from neuroevo.envs.base import PoolBase
-from neuroevo.envs.locomotion import TASKS
+from neuroevo.envs.locomotion import FEET, TASKS
 from neuroevo.envs.mjnative import Stepper
 from neuroevo.errors import (
     ConfigError,
@@ -126,6 +126,7 @@ class MujocoSims:
                                        self.task.frame_skip, self._post) if native else None)
         self._workers = ThreadPoolExecutor(self.threads, thread_name_prefix="neuroevo-mujoco")
         self._pending: tuple[list[Future], np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._foot_of_geom: np.ndarray | None = None  # geom -> foot index (feet_contact)
         self.obs_dim = self.observe().shape[1]
 
     @property
@@ -214,6 +215,27 @@ class MujocoSims:
             terminated[envs] = ~healthy[envs]
         return reward, terminated
 
+    def feet_contact(self, envs: np.ndarray) -> np.ndarray:
+        """``[len(envs), feet]``: whether each foot (``locomotion.FEET``) touches anything now,
+        a contact of one of its geoms at distance <= 0 (QDax's ``FeetContactWrapper``)."""
+        if self._foot_of_geom is None:
+            feet = FEET.get(self.env_id)
+            if feet is None:
+                raise ConfigError(f"{self.env_id} has no feet for env.behaviour=feet_contact; "
+                                  f"it is for {', '.join(FEET)}")
+            bodies = [f if isinstance(f, int) else self.model.body(f).id for f in feet]
+            lut = np.full(self.model.ngeom + 1, -1)  # the last entry: no geom
+            for k, body in enumerate(bodies):
+                lut[np.flatnonzero(self.model.geom_bodyid == body)] = k
+            self._foot_of_geom, self._feet = lut, len(bodies)
+        out = np.zeros((len(envs), self._feet), dtype=bool)
+        for row, i in enumerate(envs):
+            contact = self.datas[i].contact
+            touching = contact.geom[contact.dist <= 0].ravel()
+            feet = self._foot_of_geom[touching]
+            out[row, feet[feet >= 0]] = True
+        return out
+
     def close(self) -> None:
         self._workers.shutdown(wait=True)
 
@@ -246,11 +268,17 @@ class MujocoPool(PoolBase):
     ``send`` returns at once; the worker threads step while the driver computes. With
     ``inline`` (an evaluator with one subset, which has nothing to compute meanwhile) the
     calling thread steps a chunk itself: with one thread, every env, and no hand-off.
+    ``behaviour``: what ``behaviour(envs)`` measures, "auto" (the final mass centre) or
+    "feet_contact" (each foot's share of the episode's steps in contact, counted after each
+    step: QDax's ``get_feet_contact_proportion``).
     """
 
-    def __init__(self, env_id: str, num_envs: int, threads: int = 0, inline: bool = False):
+    def __init__(self, env_id: str, num_envs: int, threads: int = 0, inline: bool = False,
+                 behaviour: str = "auto"):
         super().__init__(num_envs)
         self.sims = MujocoSims(env_id, num_envs, threads)
+        self._contacts = (np.zeros((num_envs, len(FEET[env_id])), dtype=np.int64)
+                          if behaviour == "feet_contact" else None)
         self.inline = inline  # send steps one chunk in the calling thread (and waits for it)
         self.max_steps = max_steps(env_id)
         self._elapsed = np.zeros(num_envs, dtype=np.int64)
@@ -261,6 +289,8 @@ class MujocoPool(PoolBase):
         envs = np.flatnonzero(mask)
         self.sims.reset(envs, seeds)
         self._ended[envs], self._elapsed[envs] = False, 0
+        if self._contacts is not None:
+            self._contacts[envs] = 0
         return self.sims.observe().astype(np.float32)
 
     def _send(self, actions: np.ndarray) -> None:
@@ -271,6 +301,8 @@ class MujocoPool(PoolBase):
         envs, self._stepping = self._stepping, None
         rewards, terminated = self.sims.step_wait()
         self._elapsed[envs] += 1
+        if self._contacts is not None:
+            self._contacts[envs] += self.sims.feet_contact(envs)
         done = np.zeros(len(self._ended), dtype=bool)
         done[envs] = terminated[envs] | (self._elapsed[envs] >= self.max_steps)
         self._ended |= done
@@ -278,7 +310,11 @@ class MujocoPool(PoolBase):
 
     def behaviour(self, envs: np.ndarray) -> np.ndarray:
         """``[len(envs), 2]`` the (x, y) of the mass-weighted centre of all bodies, as the
-        episode left it: the BC of Conti et al. 2018 (their code's ``MujocoPolicy._get_pos``)."""
+        episode left it: the BC of Conti et al. 2018 (their code's ``MujocoPolicy._get_pos``);
+        with feet_contact, ``[len(envs), feet]`` each foot's share of the steps in contact."""
+        if self._contacts is not None:
+            steps = np.maximum(self._elapsed[envs], 1)[:, None]
+            return (self._contacts[envs] / steps).astype(np.float32)
         mass = self.sims.model.body_mass
         return np.stack([mass @ self.sims.datas[i].xipos / mass.sum()
                          for i in envs])[:, :2].astype(np.float32)

@@ -78,6 +78,7 @@ class EnvSpec:
     # False where every episode runs to the cap (HalfCheetah, Swimmer: no termination), so
     # that no slot frees up for a pass's later episodes until its wave ends
     terminates: bool = True
+    behaviour: str = "auto"  # env.behaviour: what a MuJoCo pool measures of an episode
 
     @property
     def traits(self) -> Kind:
@@ -96,7 +97,7 @@ class EnvSpec:
         if self.kind == "mujoco":
             from neuroevo.envs.mujoco import MujocoPool
 
-            return MujocoPool(self.name, num_envs, threads, inline)
+            return MujocoPool(self.name, num_envs, threads, inline, self.behaviour)
         if self.kind == "maze":
             from neuroevo.envs.maze import MazePool
 
@@ -114,7 +115,8 @@ def env_spec(env: EnvConfig) -> EnvSpec:
 
         obs_dim, low, high = describe(env.id)
         return EnvSpec("mujoco", env.id, (obs_dim,), ActionSpace.box_of(low, high), 1, cap,
-                       max_steps(env.id), terminates=TASKS[env.id].healthy is not None)
+                       max_steps(env.id), terminates=TASKS[env.id].healthy is not None,
+                       behaviour=env.behaviour)
     if env.id == MAZE_ID:
         from neuroevo.envs.maze import ACTION, OBS_SIZE, STEPS
 

@@ -92,6 +92,55 @@ def test_pool_episode_equals_a_fresh_gymnasium_env_with_its_seed():
     assert pool.recv()[1][2] == 0.0  # an ended env is not stepped until its next reset
 
 
+def _feet_by_hand(model, data, feet: list[int]) -> np.ndarray:
+    """Which of the ``feet`` bodies a contact at distance <= 0 touches, a loop over
+    ``data.contact``."""
+    touching = np.zeros(len(feet), bool)
+    for j in range(data.ncon):
+        c = data.contact[j]
+        for geom in c.geom:
+            if c.dist <= 0 and geom >= 0 and model.geom_bodyid[geom] in feet:
+                touching[feet.index(model.geom_bodyid[geom])] = True
+    return touching
+
+
+@pytest.mark.parametrize("env_id, names", [("Walker2d-v5", ["foot", "foot_left"]),
+                                           ("Ant-v5", None)])
+def test_feet_contact_is_each_foot_s_share_of_steps_in_gymnasium_s_own_env(env_id, names):
+    """QDax's feet-contact descriptor, against gymnasium's env stepped by hand. Ant's feet,
+    unnamed there, are the bodies at the ends of its legs: those that are nobody's parent."""
+    seeds, steps = [5, 6, 7], 120
+    pool = MujocoPool(env_id, 3, threads=1, behaviour="feet_contact")
+    pool.reset(np.ones(3, bool), np.array(seeds))
+    refs = [gymnasium.make(env_id) for _ in seeds]
+    model = refs[0].unwrapped.model
+    leaves = [b for b in range(model.nbody) if b not in set(model.body_parentid[1:])]
+    feet = [model.body(n).id for n in names] if names else leaves
+    counts, lengths, live = np.zeros((3, len(feet))), np.zeros(3), np.ones(3, bool)
+    ended = np.zeros(3, bool)
+    for ref, seed in zip(refs, seeds, strict=True):
+        ref.reset(seed=seed)
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        actions = rng.uniform(-1, 1, (3, model.nu)).astype(np.float32)
+        pool.send(actions)
+        ended |= pool.recv()[2]
+        for i, ref in enumerate(refs):
+            if live[i]:
+                _, _, term, trunc, _ = ref.step(actions[i])
+                counts[i] += _feet_by_hand(model, ref.unwrapped.data, feet)
+                lengths[i] += 1
+                live[i] = not (term or trunc)
+        assert (ended == ~live).all()
+    expected = counts / lengths[:, None]
+    assert 0 < expected.mean() < 1  # the feet touch and leave the ground
+    np.testing.assert_array_equal(pool.behaviour(np.arange(3)), expected.astype(np.float32))
+    pool.reset(np.array([True, False, False]), np.array([9]))  # a restart counts afresh
+    pool.send(np.zeros((3, model.nu), np.float32))
+    pool.recv()
+    assert set(pool.behaviour(np.array([0]))[0]) <= {0.0, 1.0}
+
+
 def test_errors_name_the_problem():
     with pytest.raises(UnknownName, match=r"'HalfCheeta-v5'; did you mean 'HalfCheetah-v5'"):
         make_vec("HalfCheeta-v5", 2)

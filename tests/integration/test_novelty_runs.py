@@ -47,6 +47,26 @@ def test_a_run_resumes_bit_for_bit_with_its_archive_and_plays(algo, extra, archi
     assert -scores[0] < 250  # a distance to the goal, inside the maze
 
 
+def test_map_elites_on_walker_feet_contact_resumes_bit_for_bit_on_any_layout(tmp_path,
+                                                                              monkeypatch):
+    """QDax's Walker2d setting in small: each cell's BC is the two feet's share of steps on
+    the ground, in [0, 1]; the run is the same on 1 and 2 workers and resumed."""
+    monkeypatch.chdir(tmp_path)
+    run = ["run", "mapelites", "--env", "Walker2d-v5", "--set", "env.behaviour=feet_contact",
+           "--set", "algo.grid_low=0,0", "--set", "algo.grid_high=1,1", "--set",
+           "algo.bins=5", "--population", "8", "--net", "mlp", "--set", "net.hidden=8",
+           "--no-progress", "--set", "algo.test_episodes=1"]
+    assert cli.main([*run, "--generations", "2", "--run-dir", "a"]) == 0
+    assert cli.main(["resume", "a", "--generations", "3", "--no-progress"]) == 0
+    assert cli.main([*run, "--generations", "3", "--set", "engine.workers=2", "--run-dir",
+                     "b"]) == 0
+    assert rows_of(tmp_path / "a") == rows_of(tmp_path / "b")
+    states = [RunDir(str(tmp_path / d)).load()["optimizer"]["state"] for d in "ab"]
+    assert states[0]["fitness"].equal(states[1]["fitness"])
+    filled = states[0]["bcs"][states[0]["fitness"].isfinite()]
+    assert len(filled) > 1 and ((filled >= 0) & (filled <= 1)).all()
+
+
 def test_play_picks_an_archive_member(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert cli.main(["run", "mapelites", *MAZE, *GRID, "--generations", "2", "--run-dir",
