@@ -6,14 +6,13 @@ The archive is a grid of ``bins`` cells per BC dimension between ``grid_low`` an
 ``grid_high`` (a BC outside is put in the nearest edge cell), or the ``cvt_cells`` regions
 of a centroidal Voronoi tessellation of that box (a BC goes to its nearest centroid, inside
 the box or not; the centroids are in the state, so a resumed run checks them). Each cell
-keeps the best
-member found there: its genome (a seed chain, a few KB, so the archive is small and Ray's
-messages stay seeds), its fitness and its BC. The first generation is ``population`` random
-networks (the GA's initialisation); every later one is ``population`` children, each of a
-parent drawn uniformly from the filled cells, mutated as the Deep GA mutates (``parent +
-sigma * eps``). After a generation is evaluated, each member in turn takes its cell if the
-cell is empty or holds a lower fitness (the paper's insertion rule; members of one
-generation in index order, so a tie keeps the earlier one).
+keeps the best member found there: its genome (a seed chain, a few KB, so the archive is
+small and Ray's messages stay seeds), its fitness and its BC. The first generation is
+``population`` random networks (the GA's initialisation); every later one is
+``population`` children, each of a parent drawn uniformly from the filled cells, mutated
+as the Deep GA mutates (``parent + sigma * eps``). After a generation is evaluated, each
+member in turn takes its cell if the cell is empty or holds a lower fitness (the paper's
+insertion rule; members of one generation in index order, so a tie keeps the earlier one).
 
 Metrics: ``coverage``, the share of cells filled; ``qd_score``, the sum over filled cells
 of ``fitness - qd_offset`` (QDax's QD-score with its offset: set ``qd_offset`` to a fitness
