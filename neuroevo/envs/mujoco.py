@@ -126,7 +126,6 @@ class MujocoSims:
                                        self.task.frame_skip, self._post) if native else None)
         self._workers = ThreadPoolExecutor(self.threads, thread_name_prefix="neuroevo-mujoco")
         self._pending: tuple[list[Future], np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._foot_of_geom: np.ndarray | None = None  # geom -> foot index (feet_contact)
         self.obs_dim = self.observe().shape[1]
 
     @property
@@ -218,23 +217,22 @@ class MujocoSims:
     def feet_contact(self, envs: np.ndarray) -> np.ndarray:
         """``[len(envs), feet]``: whether each foot (``locomotion.FEET``) touches anything now,
         a contact of one of its geoms at distance <= 0 (QDax's ``FeetContactWrapper``)."""
-        if self._foot_of_geom is None:
-            feet = FEET.get(self.env_id)
-            if feet is None:
-                raise ConfigError(f"{self.env_id} has no feet for env.behaviour=feet_contact; "
-                                  f"it is for {', '.join(FEET)}")
-            bodies = [f if isinstance(f, int) else self.model.body(f).id for f in feet]
-            lut = np.full(self.model.ngeom + 1, -1)  # the last entry: no geom
-            for k, body in enumerate(bodies):
-                lut[np.flatnonzero(self.model.geom_bodyid == body)] = k
-            self._foot_of_geom, self._feet = lut, len(bodies)
-        out = np.zeros((len(envs), self._feet), dtype=bool)
+        out = np.zeros((len(envs), len(FEET[self.env_id])), dtype=bool)
         for row, i in enumerate(envs):
             contact = self.datas[i].contact
-            touching = contact.geom[contact.dist <= 0].ravel()
-            feet = self._foot_of_geom[touching]
+            feet = self._foot_of_geom[contact.geom[contact.dist <= 0].ravel()]
             out[row, feet[feet >= 0]] = True
         return out
+
+    @functools.cached_property
+    def _foot_of_geom(self) -> np.ndarray:
+        """``[ngeom + 1]`` the foot (index in ``FEET``) each geom belongs to, else -1; the
+        last entry is for a contact's geom -1 (a flex)."""
+        lut = np.full(self.model.ngeom + 1, -1)
+        for k, foot in enumerate(FEET[self.env_id]):
+            body = foot if isinstance(foot, int) else self.model.body(foot).id
+            lut[np.flatnonzero(self.model.geom_bodyid == body)] = k
+        return lut
 
     def close(self) -> None:
         self._workers.shutdown(wait=True)

@@ -18,19 +18,16 @@ import functools
 import numpy as np
 import torch
 
+from neuroevo.optim.novelty import distances
+
 MAX_ITER = 300
 CHUNK = 8192  # sample rows per distance block: 8,192 x 1,000 float64 is 64 MB
 STREAM = 0x43565400  # the generator's fixed seed: the tessellation is not the run's seed's
 
 
-def _distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Euclidean distances, each computed on its own (exact, whatever the block size)."""
-    return torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist")
-
-
 def nearest(points: torch.Tensor, centroids: torch.Tensor) -> torch.Tensor:
     """``[N]`` index of each point's nearest centroid (a tie: the lower index)."""
-    return torch.cat([_distances(block, centroids).argmin(dim=1)
+    return torch.cat([distances(block, centroids).argmin(dim=1)
                       for block in points.split(CHUNK)])
 
 
@@ -62,10 +59,10 @@ def _seed(x: torch.Tensor, cells: int, rng: np.random.Generator) -> torch.Tensor
     """k-means++ (Arthur & Vassilvitskii 2007): each next centre drawn with probability
     proportional to the squared distance to the nearest chosen one."""
     chosen = [int(rng.integers(len(x)))]
-    d2 = _distances(x, x[chosen[0]:chosen[0] + 1]).squeeze(1) ** 2
+    d2 = distances(x, x[chosen[0]:chosen[0] + 1]).squeeze(1) ** 2
     for _ in range(cells - 1):
         p = d2.numpy() / float(d2.sum())
         pick = int(rng.choice(len(x), p=p))
         chosen.append(pick)
-        d2 = torch.minimum(d2, _distances(x, x[pick:pick + 1]).squeeze(1) ** 2)
+        d2 = torch.minimum(d2, distances(x, x[pick:pick + 1]).squeeze(1) ** 2)
     return x[chosen].clone()

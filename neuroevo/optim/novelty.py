@@ -27,14 +27,14 @@ def _check_k(k: int) -> None:
                 "an integer >= 1 (the paper: 10)")
 
 
-def _distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``[len(a), len(b)]`` Euclidean distances, each computed on its own: cdist's
     matrix-product path would make a distance depend on how many others it is computed with."""
     return torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist")
 
 
-def _mean_nearest(distances: torch.Tensor, nearest: int) -> torch.Tensor:
-    return distances.topk(nearest, dim=1, largest=False).values.mean(1)
+def _mean_nearest(table: torch.Tensor, nearest: int) -> torch.Tensor:
+    return table.topk(nearest, dim=1, largest=False).values.mean(1)
 
 
 def novelty(archive: torch.Tensor, bcs, k: int) -> np.ndarray:
@@ -48,7 +48,7 @@ def novelty(archive: torch.Tensor, bcs, k: int) -> np.ndarray:
         raise ConfigError("novelty needs an archive with at least one point")
     points = archive.to(torch.float64)
     nearest = min(k, len(points))
-    out = [_mean_nearest(_distances(chunk, points), nearest) for chunk in queries.split(CHUNK)]
+    out = [_mean_nearest(distances(chunk, points), nearest) for chunk in queries.split(CHUNK)]
     return torch.cat(out).cpu().numpy()
 
 
@@ -58,15 +58,15 @@ def population_novelty(archive: torch.Tensor | None, bcs, k: int) -> np.ndarray:
     population, the member itself left out)."""
     _check_k(k)
     members = torch.as_tensor(np.asarray(bcs), dtype=torch.float64)
-    within = _distances(members, members)
+    within = distances(members, members)
     within.fill_diagonal_(float("inf"))
     parts = [within] if archive is None else [
-        _distances(members, archive.to(torch.float64).cpu()), within]
-    distances = torch.cat(parts, dim=1)
-    nearest = min(k, distances.shape[1] - 1)  # the member itself is not a neighbour
+        distances(members, archive.to(torch.float64).cpu()), within]
+    table = torch.cat(parts, dim=1)
+    nearest = min(k, table.shape[1] - 1)  # the member itself is not a neighbour
     if nearest < 1:
         raise ConfigError("novelty needs at least two members or an archive")
-    return _mean_nearest(distances, nearest).numpy()
+    return _mean_nearest(table, nearest).numpy()
 
 
 METRICS = (Metric("novelty_mean", "novelty search: the training members' mean novelty",
