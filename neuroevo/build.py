@@ -84,6 +84,8 @@ def resolve(cfg: Config) -> Config:
         out.env.obs_norm = "on" if env.traits.obs_norm else "off"
     if out.env.action_noise is None:
         out.env.action_noise = env.traits.action_noise
+    if out.env.behaviour == "auto" and ALGORITHMS[out.algo.name].optimizer.uses_behaviour:
+        out.env.behaviour = env.traits.measures
     if env.atari is not None:  # what an ale-py id means is written out (envs.ale_ids)
         for key in ("game", "sticky_actions", "frameskip", "full_action_space", "noop_max",
                     "fire_reset", "fire_on_life_loss", "fire_on_frozen_screen"):

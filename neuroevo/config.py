@@ -100,9 +100,10 @@ class EnvConfig(_Section):
     # for the MuJoCo locomotion tasks, as OpenAI-ES; 0 otherwise)
     sim: str = "native"  # native | warp: MuJoCo C on CPU threads, or MuJoCo Warp with every
     # step on the device (the six v5 locomotion tasks; pip install -e '.[warp]')
-    behaviour: str = "auto"  # auto | feet_contact: the behaviour characterisation of novelty
-    # search and MAP-Elites (auto: the env kind's own; feet_contact: MuJoCo, each foot's
-    # share of the episode's steps in contact, QDax's descriptor)
+    behaviour: str = "auto"  # auto | feet_contact | ram: the behaviour characterisation of
+    # novelty search and MAP-Elites (auto: the env kind's own; feet_contact: MuJoCo, each
+    # foot's share of the episode's steps in contact, QDax's descriptor; ram: Atari, the RAM
+    # when the episode ends, what auto resolves to there)
 
 
 @dataclass
@@ -356,8 +357,8 @@ def _ranges(cfg: Config) -> list[tuple[str, object, bool, str]]:
         ("env.action_noise", e.action_noise, e.action_noise is None or e.action_noise >= 0,
          ">= 0 (or none: the env's default)"),
         ("env.sim", e.sim, e.sim in ("native", "warp"), "native or warp"),
-        ("env.behaviour", e.behaviour, e.behaviour in ("auto", "feet_contact"),
-         "auto or feet_contact"),
+        ("env.behaviour", e.behaviour, e.behaviour in ("auto", "feet_contact", "ram"),
+         "auto, feet_contact or ram"),
         ("engine.device", g.device, bool(DEVICE.match(g.device)), "auto, cpu, cuda or cuda:N"),
         ("engine.subsets", g.subsets, g.subsets >= 0, ">= 0 (0: automatic)"),
         ("engine.slots", g.slots, g.slots >= 0, ">= 0 (0: automatic)"),
@@ -415,6 +416,9 @@ def check(cfg: Config) -> None:
                           "the command line")
     if cfg.env.id and is_ale_id(cfg.env.id):
         _check_ale_id(cfg.env)
+    if cfg.env.behaviour == "ram" and cfg.env.id and not is_ale_id(cfg.env.id):
+        raise ConfigError(f"env.behaviour=ram reads the RAM of Atari games, not "
+                          f"env.id={cfg.env.id!r}; use env.behaviour=auto")
     if cfg.env.sim == "warp":
         _check_warp(cfg)
     if cfg.env.behaviour == "feet_contact" and cfg.env.id not in FEET:

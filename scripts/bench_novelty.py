@@ -5,6 +5,7 @@ the whole engine's frames/s running NSR-ES against OpenAI-ES.
     python scripts/bench_novelty.py                      # archive 10,000, population 1,000
     python scripts/bench_novelty.py --archive 10000 --population 1000 --dims 2 --repeat 5
     python scripts/bench_novelty.py --engine HalfCheetah-v5 --seconds 30 --rounds 3
+    python scripts/bench_novelty.py --engine breakout --population 64 --seconds 60 --rounds 2
 
 It times ``neuroevo.optim.novelty.novelty`` (NS-ES, NSR-ES, NSRA-ES: a population against the
 archive) and ``population_novelty`` (GA-NS: the archive plus the population), the median of
@@ -42,10 +43,13 @@ def engine_ratio(env: str, population: int, seconds: float, rounds: int) -> dict
     from neuroevo.build import build
     from neuroevo.config import Config, override
 
+    from neuroevo.envs.atari import games
+
     built = {}
+    where = "env.game" if env in games() else "env.id"  # an Atari game: its RAM (atari_ram)
     for algo in ("es", "nsres"):
         cfg = Config()
-        for key, value in {"algo.name": algo, "env.id": env, "algo.population": population,
+        for key, value in {"algo.name": algo, where: env, "algo.population": population,
                            "engine.device": "cpu"}.items():
             override(cfg, key, value)
         built[algo] = build(cfg)

@@ -40,8 +40,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from neuroevo.envs.atari_ram import RamReplicas
 from neuroevo.envs.base import PoolBase
-from neuroevo.errors import ConfigError, DependencyNotInstalled, UnknownName, check_range
+from neuroevo.errors import (
+    ConfigError,
+    DependencyNotInstalled,
+    StateError,
+    UnknownName,
+    check_range,
+)
 
 
 def _ale():
@@ -86,6 +93,7 @@ class AtariConfig:
     episode_cap: int | None = 5000  # agent steps; None: ale-py's 108,000 frames
     fire_on_life_loss: bool = False  # FIRE on the step after a lost life (module doc)
     fire_on_frozen_screen: int = 0  # FIRE after this many steps of an unchanged frame; 0: off
+    ram: bool = False  # keep each env's RAM, the behaviour characterisation (``atari_ram``)
 
     def __post_init__(self):
         check_game(self.game)
@@ -150,6 +158,10 @@ class AtariPool(PoolBase):
             max_num_frames_per_episode=max_frames, reward_clipping=False,
             episodic_life=False, use_fire_reset=config.fire_reset, maxpool=True, grayscale=True,
             img_height=84, img_width=84, stack_num=4)
+        self.replicas = None if not config.ram else RamReplicas(
+            _ale(), _ale().roms.get_rom_path(config.game),
+            actions(config.game, config.full_action_space), config.sticky_actions,
+            config.fire_reset, config.frameskip, max_frames, num_envs)
         # FIRE's action index where a rule presses it, else None: nothing tracked per step
         fire = fire_action(config.game, config.full_action_space)
         self.fire = fire if config.fire_on_life_loss or config.fire_on_frozen_screen else None
@@ -168,6 +180,8 @@ class AtariPool(PoolBase):
             obs, info = self.env.reset(seed=full)
         else:
             obs, info = self.env.reset(seed=seeds, options={"reset_mask": mask})
+        if self.replicas is not None:
+            self.replicas.reset(np.flatnonzero(mask), seeds, info["episode_frame_number"][mask])
         if self.fire is not None:
             self.lives[mask] = info["lives"][mask]
             self.fire_next[mask] = False
@@ -179,10 +193,14 @@ class AtariPool(PoolBase):
         if self.fire is not None and self.fire_next.any():
             actions = np.where(self.fire_next, self.fire, actions).astype(actions.dtype)
         self.env.send(actions)
+        if self.replicas is not None:  # while ale-py's threads step the same frames
+            self.replicas.step(actions)
 
     def _recv(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         obs, rewards, terminated, truncated, info = self.env.recv()
         done = terminated | truncated
+        if self.replicas is not None:
+            self.replicas.check(rewards, info["lives"], done)
         if self.fire is not None:
             # An env that ended is reset (and its lives read) before it steps again; until
             # then ale-py's own autoreset step may refill its lives, which nothing reads.
@@ -197,6 +215,12 @@ class AtariPool(PoolBase):
                 self.frozen[frozen] = 0  # the next press after as many unchanged steps again
             self.fire_next = (lost | frozen) & ~done
         return obs, rewards, done
+
+    def behaviour(self, envs: np.ndarray) -> np.ndarray:
+        """``[len(envs), 128]``: the RAM of these envs, whose episodes just ended."""
+        if self.replicas is None:
+            raise StateError("this Atari pool keeps no RAM; make it with env.behaviour=ram")
+        return self.replicas.ram(envs)
 
     def close(self) -> None:
         self.env.close()

@@ -51,10 +51,13 @@ class Kind:
     behaviour: str | None = None  # the built-in behaviour characterisation of an episode
     # (novelty search, MAP-Elites), read by the pool's ``behaviour(envs)``; None: none, the
     # Python API's ``behaviour=`` function gives one
+    measures: str = "auto"  # what env.behaviour=auto resolves to where the algorithm reads
+    # BCs: a setting that costs something is named in config.yaml (Atari's RAM replicas)
 
 
 KINDS = {"atari": Kind("atari", own_threads=True, resets_itself=True, obs_norm=False,
-                       action_noise=None, one_driver_for_small_nets=False, video="frames"),
+                       action_noise=None, one_driver_for_small_nets=False, video="frames",
+                       behaviour="the RAM when the episode ends", measures="ram"),
          "mujoco": Kind("mujoco", own_threads=False, resets_itself=False, obs_norm=True,
                         action_noise=0.01, one_driver_for_small_nets=True, video="camera",
                         behaviour="the final (x, y) of the mass-weighted centre of all bodies"),
@@ -146,7 +149,7 @@ def _atari(env: EnvConfig, game: str, sticky_actions: float, frameskip: int,
     atari = AtariConfig(game, sticky_actions=sticky_actions, noop_max=noop_max,
                         frameskip=frameskip, full_action_space=full_action_space,
                         fire_reset=fire_reset, episode_cap=cap, fire_on_life_loss=fire,
-                        fire_on_frozen_screen=frozen)
+                        fire_on_frozen_screen=frozen, ram=env.behaviour == "ram")
     return EnvSpec("atari", game, OBS_SHAPE,
                    ActionSpace(n=action_count(game, full_action_space)),
                    frameskip, cap, None, atari)

@@ -38,7 +38,7 @@ CASES = [
     (["run", "nses", "--game", "pong", "--set", "env.behaviour=feet_contact"],
      "not the Atari game 'pong'; use env.behaviour=auto"),
     (["run", "nses", "--env", "Hopper-v5", "--set", "env.behaviour=feet"],
-     "env.behaviour must be auto or feet_contact, got 'feet'"),
+     "env.behaviour must be auto, feet_contact or ram, got 'feet'"),
     (["run", "ga", "--game", "pong", "--net", "large", "--set", "net.hidden=8"], "net.hidden"),
     ([*RUN, "--ray-actors", "2"], "only with --backend ray"),
     ([*RUN, "--ray-address", "auto"], "engine.ray_address is set but not used"),
