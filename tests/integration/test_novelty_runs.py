@@ -129,11 +129,13 @@ def test_plot_draws_the_archives_and_refuses_a_run_without_one(tmp_path, monkeyp
 
 @pytest.mark.parametrize("name, population, centres, bc_episodes", [
     ("nses_humanoid", 1000, 5, 5), ("nsres_humanoid", 1000, 5, 5),
-    ("nses_frostbite", 100, 3, 1), ("nsres_frostbite", 1000, 3, 1)])
+    ("nses_frostbite", 100, 3, 1), ("nsres_frostbite", 1000, 3, 1),
+    ("nses_frostbite_cpu", 64, 3, 1), ("nsres_frostbite_cpu", 64, 3, 1)])
 def test_the_authors_configs_resolve_with_their_settings(name, population, centres,
                                                          bc_episodes):
     """Uber's configurations/{humanoid,frostbite}_{nses,nsres}.json: episodes_per_batch,
-    novelty_search.population_size and num_rollouts, k = 10, sigma 0.02."""
+    novelty_search.population_size and num_rollouts, k = 10, sigma 0.02 (the CPU-sized
+    Frostbite configs: 64 members, the rest theirs)."""
     cfg = resolve(load(str(CONFIGS / f"{name}.yaml")))
     a = cfg.algo
     assert (a.population, a.centres, a.bc_episodes, a.k, a.sigma) == (
