@@ -42,7 +42,6 @@ def engine_ratio(env: str, population: int, seconds: float, rounds: int) -> dict
     from neuroevo.bench import engine_rate
     from neuroevo.build import build
     from neuroevo.config import Config, override
-
     from neuroevo.envs.atari import games
 
     built = {}
