@@ -24,7 +24,8 @@ from learning_table import bootstrap_ci, machine
 from neuroevo.files import atomic_write
 from neuroevo.plot import load
 
-SCORES = ("center_score", "elite_score")  # what a row validates: ES family, GA family
+# what a row validates: the ES centre, NS-ES's updated centre (its BC episodes), the GA elite
+SCORES = ("center_score", "center_reward", "elite_score")
 
 
 def method(text: str) -> tuple[str, list[str]]:
@@ -63,7 +64,7 @@ def main() -> None:
                      f"{np.mean([r['generation'] + 1 for r in last]):.0f} | "
                      f"{last[0]['test_episodes']} | "
                      f"{np.mean([r['wall_time'] for r in last]) / 60:.1f} min |")
-    left.set(xlabel="frames (M)", ylabel="validated centre / elite score",
+    left.set(xlabel="frames (M)", ylabel="centre / elite score",
              title="each generation")
     right.set(xlabel="frames (M)", ylabel="test score", title="test phases")
     for ax in (left, right):
