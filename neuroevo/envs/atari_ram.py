@@ -12,19 +12,26 @@ authors' distance also counts the steps before.
 
 ale-py 0.12's vector env gives no RAM, so the pool keeps a replica of each env: an
 ``ale_py.ALEInterface`` of the same game, given the calls that the vector env's C++ env
-makes (``src/ale/vector/preprocessed_env.cpp``, 0.12.1). A seeded reset sets
+makes (``src/ale/vector/preprocessed_env.cpp``, 0.12.1). A seeded reset there sets
 ``random_seed``, reloads the ROM, resets the game, presses FIRE where ``fire_reset`` and
-the action set have it, and plays no-op frames up to the vector env's
-``episode_frame_number`` (the vector env draws its no-op count from an RNG of its own).
-Each step then plays the step's action for ``frameskip`` frames, stopping where the vector
-env stops (game over, its frame limit). With the same calls and the same seed the
-emulators are the same, sticky actions included (ALE draws them from its seeded RNG).
-Every step checks the replica's reward and lives against the vector env's, and a replica
-that ever differs stops the run with an error rather than measure a wrong BC.
+the action set have it, and plays no-op frames (their count drawn from an RNG of its own).
+The replica loads the ROM once: a ROM load makes the same emulator every time (the
+console's own RNG has a fixed seed, ``system_random_seed``) except for the environment RNG
+that ``random_seed`` seeds, a ``std::mt19937`` that draws sticky actions. So a reset
+restores the state saved after that one load with the RNG's saved text (``Random.cxx``:
+the engine's ``operator<<``) replaced by the text of an ``mt19937`` seeded with the
+episode's seed, which numpy's ``RandomState`` seeds alike. It then resets the game and
+plays FIRE and no-ops up to the vector env's ``episode_frame_number``. Each step plays the
+step's action for ``frameskip`` frames, stopping where the vector env stops (game over, its
+frame limit). With the same calls and the same RNG the emulators are the same, sticky
+actions included. Every step checks the replica's reward and lives against the vector
+env's, and a replica that ever differs stops the run with an error rather than measure a
+wrong BC.
 
 Cost: every frame is emulated twice, the replica's in the driver's thread (ale-py's
-``ALEInterface`` holds the GIL), plus a ROM load per episode (86 ms on our 2-core CPU,
-which the vector env pays too, in its own threads).
+``ALEInterface`` holds the GIL), and a reset's 60 frames of ``reset_game`` and its no-ops;
+a ROM load per episode, as the vector env pays in its own threads, would cost 86 ms more
+on our 2-core CPU.
 """
 
 from __future__ import annotations
@@ -41,14 +48,17 @@ class RamReplicas:
 
     def __init__(self, ale, rom: str, actions: tuple, sticky_actions: float,
                  fire_reset: bool, frameskip: int, max_frames: int, num_envs: int):
-        self.ale, self.rom, self.actions = ale, rom, actions
+        self.ale, self.actions = ale, actions
         self.fire = fire_reset and ale.Action.FIRE in actions
         self.frameskip, self.max_frames = frameskip, max_frames
         self.envs = []
         for _ in range(num_envs):
             env = ale.ALEInterface()
             env.setFloat("repeat_action_probability", sticky_actions)
+            env.setInt("random_seed", 0)
+            env.loadROM(rom)
             self.envs.append(env)
+        self.loaded = _Loaded(self.envs[0].cloneState(include_rng=True).serialize(), 0)
         self.live = np.zeros(num_envs, dtype=bool)  # reset and not ended since
         self.frames = np.zeros(num_envs, dtype=np.int64)  # frames played since the reset
         self.rewards = np.zeros(num_envs, dtype=np.float64)  # of the step sent last
@@ -60,8 +70,7 @@ class RamReplicas:
         for i, seed, frames in zip(envs.tolist(), seeds.tolist(), episode_frames.tolist(),
                                    strict=True):
             env = self.envs[i]
-            env.setInt("random_seed", seed)
-            env.loadROM(self.rom)
+            env.restoreState(self.ale.ALEState(self.loaded.seeded(seed)))
             env.reset_game()  # some ROMs' own start actions count as episode frames
             noops = frames - env.getEpisodeFrameNumber() - self.fire
             if self.fire:
@@ -105,3 +114,32 @@ class RamReplicas:
         for row, i in enumerate(envs.tolist()):
             self.envs[i].getRAM(out[row])
         return out.astype(np.float32)
+
+
+def _rng_text(seed: int) -> bytes:
+    """The environment RNG as ALE serialises it after ``seed``: a ``Serializer`` string (its
+    length as 4 little-endian bytes) of ``std::mt19937``'s 624 words and its index."""
+    words = np.random.RandomState(seed & 0xFFFF_FFFF).get_state()[1]
+    return _string(" ".join(map(str, words.tolist())).encode() + b" 624")
+
+
+def _string(text: bytes) -> bytes:
+    return len(text).to_bytes(4, "little") + text
+
+
+class _Loaded:
+    """A state serialised after a ROM load (``ALEState::serialize``: six ints, then the
+    emulator's own state as a string, then two ints), with its RNG for any seed."""
+
+    def __init__(self, state: bytes, seed: int):
+        size = int.from_bytes(state[24:28], "little")
+        inner, self.tail = state[28:28 + size], state[28 + size:]
+        rng = _rng_text(seed)
+        at = inner.find(rng)
+        if at < 0 or at + len(rng) != len(inner):
+            raise StateError("this ale-py saves its state in a form the RAM replicas do not "
+                             "know; use ale-py 0.12 or another env.behaviour")
+        self.head, self.before = state[:24], inner[:at]
+
+    def seeded(self, seed: int) -> bytes:
+        return self.head + _string(self.before + _rng_text(seed)) + self.tail

@@ -1,6 +1,7 @@
 """The Atari RAM behaviour (``env.behaviour=ram``): each env's replica emulator against
 ale-py's own vector env, and novelty search on Atari through the engine."""
 
+import ale_py
 import numpy as np
 import pytest
 
@@ -8,7 +9,7 @@ from neuroevo import cli, train
 from neuroevo.envs.atari import AtariConfig, AtariPool, action_count
 from neuroevo.errors import StateError
 
-# kung_fu_master and crossbow start differently with each ALE seed (their RAM is seeded),
+# kung_fu_master and crossbow start differently with each seed of ale-py's vector env,
 # crossbow's ROM plays start frames of its own, pong has no FIRE
 GAMES = ["frostbite", "kung_fu_master", "crossbow", "pong", "breakout"]
 
@@ -21,6 +22,18 @@ def _area(n_in: int, n_out: int) -> np.ndarray:
         for i in range(int(lo), int(np.ceil(hi))):
             weights[j, i] = max(0.0, min(hi, i + 1) - max(lo, i)) / scale
     return weights
+
+
+@pytest.mark.parametrize("game", GAMES)
+def test_a_replicas_reset_state_is_a_rom_load_with_the_episodes_seed(game):
+    """What a replica restores in place of a ROM load is, byte for byte, the state that
+    ALE's own load with that ``random_seed`` saves, its RNG included."""
+    pool = AtariPool(AtariConfig(game, ram=True), 1, 1)
+    for seed in (0, 1, 7, 99_999, 2**31 - 1):
+        fresh = ale_py.ALEInterface()
+        fresh.setInt("random_seed", seed)
+        fresh.loadROM(ale_py.roms.get_rom_path(game))
+        assert pool.replicas.loaded.seeded(seed) == fresh.cloneState(include_rng=True).serialize()
 
 
 @pytest.mark.parametrize("game", GAMES)
