@@ -1,5 +1,10 @@
 import os
 
+# Two xdist workers share two cores: OpenMP threads that spin while they wait for work take
+# the other worker's core (a naive-loop test ran 84 s beside the memory test, 40 s with
+# passive waits, 23 s alone). Set before torch loads its OpenMP runtime; subprocesses inherit it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import pytest
 import torch
 
