@@ -89,6 +89,19 @@ def test_novelty_search_equals_local(name):
     assert [r["novelty_mean"] for r in ray_rows] == [r["novelty_mean"] for r in local]
 
 
+def test_novelty_search_on_atari_s_ram_equals_local():
+    """Each actor's pools keep RAM replicas of their own, seeded per episode as the driver's
+    would be: the same behaviours, so the same archive, novelty and centres."""
+    frostbite = dict(algo__name="nsres", env__game="frostbite", algo__population=6, seed=2,
+                     env__episode_cap=100, env__test_episode_cap=100, algo__test_episodes=1,
+                     budget__generations=3, engine__slots=2)
+    local, ray_rows = run("local", **frostbite), run("ray", 2, **frostbite)
+    assert metrics(ray_rows) == metrics(local)
+    for key in ("archive_size", "novelty_mean", "center_index", "center_reward"):
+        assert [r[key] for r in ray_rows] == [r[key] for r in local], key
+    assert all(r["novelty_mean"] > 0 for r in local)  # the behaviours are not all one
+
+
 def test_a_killed_actor_is_replaced_and_every_member_evaluated_exactly_once():
     from neuroevo.build import build, ray_evaluator
     from neuroevo.config import Config, override
