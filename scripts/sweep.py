@@ -19,9 +19,9 @@ again after an interruption (Ctrl-C, or even ``kill -9``) resumes the experiment
 state in ``OUT/tune``: finished trials are not rerun, interrupted ones continue from their
 last checkpoint. ``OUT/summary.csv`` (swept values, seed, final score, frames, wall time,
 status: finished, stopped early by the scheduler, or error) and ``OUT/summary.png`` come
-from Tune's results. The score is ``--metric`` (default: the elite's validated score for
-GA/RS, the centre's for ES) in the trial's last row. ``--ray-address`` runs the trials on
-a Ray cluster (give paths on shared storage).
+from Tune's results. The score is ``--metric`` (default: the elite's or the centre's
+validated score where the algorithm has one, else the best training episode) in the trial's
+last row. ``--ray-address`` runs the trials on a Ray cluster (give paths on shared storage).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import signal
 import sys
 
 from neuroevo.errors import NeuroevoError
+from neuroevo.optim import ALGORITHMS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -39,7 +40,7 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n".join(__doc__.splitlines()[2:]))
     p.add_argument("out", help="sweep directory (Tune's state, run dirs, summary.csv/png)")
-    p.add_argument("--algo", required=True, help="ga | es | rs")
+    p.add_argument("--algo", required=True, help=" | ".join(ALGORITHMS))
     p.add_argument("--config", metavar="FILE.yaml", help="base config overrides")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a fixed setting for every trial (repeatable)")
@@ -57,8 +58,8 @@ def parser() -> argparse.ArgumentParser:
                    help="PBT: generations between perturbations (default: budget / 10)")
     p.add_argument("--grace-period", type=int, metavar="N",
                    help="ASHA: the first rung, in the budget's unit (default: budget / 9)")
-    p.add_argument("--metric", help="the score to rank trials by (default: elite_score for "
-                                    "GA/RS, center_score for ES)")
+    p.add_argument("--metric", help="the score to rank trials by (default: the elite's or the "
+                                    "centre's validated score, else fitness_max)")
     p.add_argument("--mode", default="max", choices=("max", "min"))
     p.add_argument("--sweep-seed", type=int, default=0, help="seed of the search and of PBT")
     p.add_argument("--seeds", default="0", help="run seeds per point, e.g. 0,1,2")

@@ -374,6 +374,28 @@ def test_trials_on_a_cluster_with_a_gpu_ask_for_a_share_of_it(tmp_path):
         shutil.rmtree(temp, ignore_errors=True)
 
 
+def test_a_novelty_sweep_s_trials_are_their_runs_archives_included(tmp_path):
+    """NSR-ES on the maze, a grid over k: each trial is the run its config makes, novelty
+    and archive included, and it is ranked by the best training episode (the NS family
+    validates no centre score)."""
+    out = tmp_path / "ns"
+    done = subprocess.run(
+        [sys.executable, str(SWEEP), str(out), "--algo", "nsres", "--set", "env.id=HardMaze-v0",
+         "--set", "engine.device=cpu", "--set", "net.hidden=8", "--set", "algo.population=10",
+         "--set", "algo.test_episodes=0", "--grid", "algo.k=3,10", "--generations", "3"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "ranked by fitness_max" in done.stdout
+    table = summary(out)
+    assert sorted(r["algo.k"] for r in table) == ["10", "3"]
+    for r in table:
+        got = rows(out / r["run_dir"])
+        assert got == alone(out / r["run_dir"]) and len(got) == 3
+        assert all(row["archive_size"] > 0 and row["novelty_mean"] > 0 for row in got)
+        assert float(r["score"]) == got[-1]["fitness_max"]
+    assert rows(out / table[0]["run_dir"]) != rows(out / table[1]["run_dir"])
+
+
 def test_the_python_api_example_runs_an_asha_sweep_of_run_directories(tmp_path):
     """experiments/sweeps/custom_sweep.py, as its README runs it: 8 trials drawn from its
     ranges, ASHA stopping some at its rungs, and the best that it names."""
