@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from neuroevo import cli, train
+from neuroevo.checkpoint import RunDir
 from neuroevo.envs.atari import AtariConfig, AtariPool, action_count
 from neuroevo.errors import StateError
 
@@ -139,6 +140,27 @@ def test_novelty_search_on_atari_measures_the_ram_on_any_layout():
     archive = runs[0].optimizer.state.archive
     assert archive.shape == (4, 128) and ((archive >= 0) & (archive <= 255)).all()
     assert len({tuple(r.tolist()) for r in archive}) > 1
+
+
+def test_novelty_search_on_atari_resumes_bit_for_bit(tmp_path, monkeypatch):
+    """A replica keeps nothing from one episode to the next (each restarts from its seed),
+    so NSR-ES on frostbite resumed from generation 1 is the run made in one go, archive
+    included."""
+    monkeypatch.chdir(tmp_path)
+    run = ["run", "nsres", "--game", "frostbite", "--population", "4", "--episode-cap", "100",
+           "--set", "env.test_episode_cap=100", "--set", "algo.test_episodes=1",
+           "--set", "algo.centres=2", "--seed", "1", "--no-progress"]
+    assert cli.main([*run, "--generations", "1", "--run-dir", "a"]) == 0
+    assert cli.main(["resume", "a", "--generations", "3", "--no-progress"]) == 0
+    assert cli.main([*run, "--generations", "3", "--run-dir", "b"]) == 0
+    saved = [RunDir(str(tmp_path / d)).load() for d in "ab"]
+    skip = {"wall_time", "fps", "timings", "occupancy", "test_score", "test_score_std",
+            "test_episodes", "test_frames"}  # a's first session tested after generation 0
+    rows = [[{k: v for k, v in r.items() if k not in skip} for r in run["history"]]
+            for run in saved]
+    assert rows[0] == rows[1] and len(rows[0]) == 3
+    archives = [run["optimizer"]["state"]["archive"] for run in saved]
+    assert archives[0].shape == (5, 128) and archives[0].equal(archives[1])
 
 
 @pytest.mark.parametrize("argv, message", [
