@@ -176,13 +176,17 @@ def _naive(built: Built, probe, episode_cap: int):
     return step
 
 
-def engine_rate(built: Built, seconds: float) -> tuple[float, dict, float, float]:
+def engine_rate(built: Built, seconds: float, warmup: bool = False
+                ) -> tuple[float, dict, float, float]:
     """Whole generations (every phase, as ``neuroevo run``: ES's centre episodes in the next
-    generation's first pass) for at least ``seconds``: ``(frames/s, stage seconds,
-    occupancy, seconds in passes)``."""
+    generation's first pass) for at least ``seconds``, ending where a generation ends:
+    ``(frames/s, stage seconds, occupancy, seconds in passes)``. ``warmup`` first runs one
+    whole generation off the clock, for the steady state of a long run without its one-time
+    start (the NS family's first behaviour pass of every centre, the first allocations)."""
     parts: list = []
     carried: list[Job] = []
-    while sum(r.wall_time for _, r in parts) < seconds:
+    warming, done = warmup, True
+    while warming or not done or sum(r.wall_time for _, r in parts) < seconds:
         pop = built.optimizer.ask()
         results = built.evaluator.evaluate([Job(pop), *carried])
         merge_observations(built.obs_norm, results[0])
@@ -190,7 +194,9 @@ def engine_rate(built: Built, seconds: float) -> tuple[float, dict, float, float
         done = told["generation_done"]
         carried = ([job for _, job in logging_jobs(built.optimizer, Tests(), 0, False)]
                    if done else [])
-        parts += [(None, r) for r in results]
+        if not warming:
+            parts += [(None, r) for r in results]
+        warming = warming and not done
     total = EpisodeBatch.combine(parts)  # passes one after another
     return total.frames / total.wall_time, total.timings, total.occupancy, total.wall_time
 

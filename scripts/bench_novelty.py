@@ -38,7 +38,9 @@ def timed(fn, repeat: int) -> float:
 
 def engine_ratio(env: str, population: int, seconds: float, rounds: int) -> dict:
     """Whole generations of OpenAI-ES and NSR-ES on ``env`` (the same net, population and
-    layout), in alternating rounds in this one process; each figure is its best round."""
+    layout), in alternating rounds in this one process, after one generation of each off
+    the clock (a long run's steady state); each figure is its best round, and
+    ``round_ratios`` are each round's NSR-ES / ES."""
     from neuroevo.bench import engine_rate
     from neuroevo.build import build
     from neuroevo.config import Config, override
@@ -53,16 +55,19 @@ def engine_ratio(env: str, population: int, seconds: float, rounds: int) -> dict
             override(cfg, key, value)
         built[algo] = build(cfg)
     best = {algo: 0.0 for algo in built}
+    ratios = []
     try:
-        for _ in range(rounds):
-            for algo, b in built.items():
-                best[algo] = max(best[algo], engine_rate(b, seconds)[0])
+        for r in range(rounds):
+            rate = {algo: engine_rate(b, seconds, warmup=r == 0)[0] for algo, b in built.items()}
+            ratios.append(rate["nsres"] / rate["es"])
+            best = {algo: max(best[algo], rate[algo]) for algo in built}
     finally:
         for b in built.values():
             b.evaluator.close()
     return {"env": env, "population": population, "seconds": seconds, "rounds": rounds,
             "es_fps": round(best["es"]), "nsres_fps": round(best["nsres"]),
-            "nsres_over_es": round(best["nsres"] / best["es"], 3)}
+            "nsres_over_es": round(best["nsres"] / best["es"], 3),
+            "round_ratios": [round(x, 3) for x in ratios]}
 
 
 def main() -> None:

@@ -376,3 +376,23 @@ def test_closing_a_parallel_evaluator_ends_its_running_evaluation():
     with pytest.raises(StateError, match="closed during an evaluation"):
         evaluate_one(built.evaluator, built.optimizer.ask(), on_episode=close_after_the_first)
     assert seen[0] == 1 and len(seen) < 16  # the other episodes were not all played out
+
+
+def test_the_engine_rate_counts_whole_generations_after_its_warm_up():
+    """NSR-ES on the maze: ``warmup`` keeps the first behaviour pass of every centre and
+    generation 0 off the clock, and the clock stops where a generation ends, its centre's
+    behaviour pass included (every maze episode runs its 400 steps from random weights)."""
+    from neuroevo.bench import engine_rate
+    from neuroevo.build import build
+
+    cfg = Config()
+    for key, value in {"algo.name": "nsres", "env.id": "HardMaze-v0", "algo.population": 6,
+                       "algo.centres": 2, "net.hidden": "8", "engine.device": "cpu"}.items():
+        override(cfg, key, value)
+    built = build(cfg)
+    try:
+        fps, _, _, wall = engine_rate(built, 1e-9, warmup=True)
+        assert built.optimizer.state.generation == 2 and built.optimizer.state.phase == "train"
+        assert fps * wall == pytest.approx((6 + 1) * 400)  # one generation: 6 members + centre
+    finally:
+        built.evaluator.close()
