@@ -13,7 +13,7 @@ import torch
 import yaml
 
 from neuroevo import SeedChain, train
-from neuroevo.build import resolve
+from neuroevo.build import build, resolve
 from neuroevo.config import Config, override
 from neuroevo.evaluation import evaluate_one
 
@@ -356,16 +356,19 @@ def test_every_cpu_driver_computes_on_one_torch_thread_and_gives_the_caller_its_
         torch.set_num_threads(before)
 
 
+def built_with(sets: dict):
+    """What ``neuroevo run`` builds from the quick defaults and these dotted keys."""
+    cfg = Config()
+    for key, value in sets.items():
+        override(cfg, key, value)
+    return build(cfg)
+
+
 def test_closing_a_parallel_evaluator_ends_its_running_evaluation():
-    from neuroevo.build import build
-    from neuroevo.config import override
     from neuroevo.errors import StateError
 
-    cfg = Config()
-    for key, value in {"env.game": "pong", "algo.population": 16, "engine.workers": 2,
-                       "env.episode_cap": 200, "engine.device": "cpu"}.items():
-        override(cfg, key, value)
-    built = build(cfg)
+    built = built_with({"env.game": "pong", "algo.population": 16, "engine.workers": 2,
+                        "env.episode_cap": 200, "engine.device": "cpu"})
     seen = []
 
     def close_after_the_first(done, total, score, frames):
@@ -383,13 +386,9 @@ def test_the_engine_rate_counts_whole_generations_after_its_warm_up():
     generation 0 off the clock, and the clock stops where a generation ends, its centre's
     behaviour pass included (every maze episode runs its 400 steps from random weights)."""
     from neuroevo.bench import engine_rate
-    from neuroevo.build import build
 
-    cfg = Config()
-    for key, value in {"algo.name": "nsres", "env.id": "HardMaze-v0", "algo.population": 6,
-                       "algo.centres": 2, "net.hidden": "8", "engine.device": "cpu"}.items():
-        override(cfg, key, value)
-    built = build(cfg)
+    built = built_with({"algo.name": "nsres", "env.id": "HardMaze-v0", "algo.population": 6,
+                        "algo.centres": 2, "net.hidden": "8", "engine.device": "cpu"})
     try:
         fps, _, _, wall = engine_rate(built, 1e-9, warmup=True)
         assert built.optimizer.state.generation == 2 and built.optimizer.state.phase == "train"
