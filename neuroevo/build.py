@@ -75,7 +75,7 @@ def resolve(cfg: Config) -> Config:
     as given: automatic values are chosen again on the machine that runs it."""
     check(cfg)
     out, env = thaw(cfg), env_spec(cfg.env)
-    params = params_of(out).resolved(out.algo.population)
+    params = params_of(out).resolved(out.algo.population, env.traits.train_episodes)
     for key in ALGORITHMS[out.algo.name].config_keys():
         setattr(out.algo, key, getattr(params, key))
     if out.net.name == "auto":

@@ -43,7 +43,7 @@ class AlgoConfig(_Section):
 
     name: str = "ga"  # the algorithm: ga | es | rs | any name in neuroevo.optim.ALGORITHMS
     population: int = 64  # members per generation (paper GA: 1000)
-    test_episodes: int = 10  # the papers' test score: episodes of the deployed network (the
+    test_episodes: int = 30  # the papers' test score: episodes of the deployed network (the
     # elite or the centre) outside the budget (paper: 200; 0: no test phase)
     test_every: int = 10  # generations between test phases; the last generation is tested too
 

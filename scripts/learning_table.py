@@ -52,7 +52,8 @@ MUJOCO = {"es": "es_halfcheetah.yaml", "pgpe": "pgpe_mujoco.yaml",
 LABELS = {"sepcma": "sep-CMA-ES"}
 ATARI = ("--set", "net.name=small", "--set", "algo.population=64",
          "--set", "algo.elite_candidates=5", "--set", "algo.validation_episodes=5",
-         "--set", "env.episode_cap=5000")
+         "--set", "env.episode_cap=5000", "--set", "algo.train_episodes=1",
+         "--set", "env.fire_on_life_loss=false", "--set", "env.fire_on_frozen_screen=0")
 
 
 @dataclass(frozen=True)

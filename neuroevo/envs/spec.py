@@ -53,11 +53,14 @@ class Kind:
     # Python API's ``behaviour=`` function gives one
     measures: str = "auto"  # what env.behaviour=auto resolves to where the algorithm reads
     # BCs: a setting that costs something is named in config.yaml (Atari's RAM replicas)
+    train_episodes: int = 1  # what algo.train_episodes=0 resolves to (GA, RS, GA-NS): Atari
+    # plays 2, whose scores are lotteries over at most 30 start states (neuroevo.optim.ga)
 
 
 KINDS = {"atari": Kind("atari", own_threads=True, resets_itself=True, obs_norm=False,
                        action_noise=None, one_driver_for_small_nets=False, video="frames",
-                       behaviour="the RAM when the episode ends", measures="ram"),
+                       behaviour="the RAM when the episode ends", measures="ram",
+                       train_episodes=2),
          "mujoco": Kind("mujoco", own_threads=False, resets_itself=False, obs_norm=True,
                         action_noise=0.01, one_driver_for_small_nets=True, video="camera",
                         behaviour="the final (x, y) of the mass-weighted centre of all bodies"),

@@ -15,7 +15,14 @@ generation are the elite plus the ``truncation - 1`` best *other* members by tra
 ``parent + sigma * noise`` of uniformly chosen parents, and the elite is carried *unmodified*
 as member 0 (as the paper describes; the authors' 2018 GPU code re-validated the previous
 elite and always bred it, but did not carry it). Setting either option to 0 skips the
-validation: the best single training episode is the elite, and the parents are the top T.
+validation: the best training fitness is the elite, and the parents are the top T.
+
+``train_episodes`` > 1 is a deviation from the paper, which plays one: each member then
+plays that many training episodes (adjacent, each on its own seed) and its training fitness
+is their mean, which ranks the candidates and the parents. On Atari with sticky actions off
+a member's score is a lottery over at most 30 start states (breakout's random small nets
+score 0, 10 or 20 by start), so one episode ranks the starts more than the networks; the
+quick Atari default plays two (``neuroevo.envs.spec.Kind``), the paper configs one.
 
 >>> ga = GA(num_params=3, population_size=8, truncation=2, elite_candidates=0, seed=1)
 >>> pop = ga.ask(); len(pop), pop.params().shape
@@ -68,6 +75,8 @@ class GA(Optimizer):
         sigma: mutation power, a float or a schedule from ``neuroevo.optim.schedules``
             (paper: 0.002).
         elite_candidates, validation_episodes: the elite re-evaluation (paper: 10, 30).
+        train_episodes: training episodes per member, whose mean is its fitness (paper: 1;
+            module docstring).
         seed: the run's seed; the same seed gives the same genomes.
         noise: the shared ``NoiseTable`` (default: a table sized for D).
         nonfinite: ``"raise"`` on NaN/+inf fitness, or ``"worst"`` to score them -inf.
@@ -86,7 +95,8 @@ class GA(Optimizer):
                  population_size: int = 1000, truncation: int = 20, sigma=0.002,
                  elite_candidates: int = 10, validation_episodes: int = 30, seed: int = 0,
                  noise: NoiseTable | None = None, nonfinite: str = "raise",
-                 cache_size: int | None = None, rank: int = 0, shapes=None):
+                 cache_size: int | None = None, rank: int = 0, shapes=None,
+                 train_episodes: int = 1):
         num_params, self.center = resolve_dims(num_params, center)
         super().__init__(num_params, population_size, seed, noise, nonfinite)
         self.lowrank = low_rank(rank, shapes, num_params)
@@ -101,6 +111,10 @@ class GA(Optimizer):
         check_range("validation_episodes", validation_episodes,
                     isinstance(validation_episodes, int) and validation_episodes >= 0,
                     "an integer >= 0")
+        check_range("train_episodes", train_episodes,
+                    isinstance(train_episodes, int) and train_episodes >= 1,
+                    "an integer >= 1 (the paper: 1)")
+        self.train_episodes = train_episodes
         self.truncation, self.sigma = truncation, as_schedule(sigma)
         validating = elite_candidates > 0 and validation_episodes > 0
         self.elite_candidates = elite_candidates if validating else 0
@@ -158,7 +172,8 @@ class GA(Optimizer):
         if s.phase == "validate":
             genomes = [c for c in s.candidates for _ in range(self.validation_episodes)]
         else:
-            genomes = self._offspring(self.rng("train"))
+            k = self.train_episodes
+            genomes = [g for g in self._offspring(self.rng("train")) for _ in range(k)]
         return Population(genomes, s.generation, s.phase, self.decoder)
 
     def test_population(self, episodes: int) -> Population | None:
@@ -179,17 +194,30 @@ class GA(Optimizer):
             s.phase, s.candidates, s.ranked = "train", (), ()
             s.history.append(s.elite_score)
             return {"elite_score": s.elite_score, "candidate_means": means.tolist()}, True
-        order = top_k(fitness, len(fitness))
-        return self._select(pop, fitness, order, order)
+        members, means, best = self._members(pop, fitness)
+        order = top_k(means, len(means))
+        return self._select(members, means, order, order, (best, float(fitness.max())))
 
-    def _select(self, pop: Population, fitness: np.ndarray, order: np.ndarray,
-                breeding: np.ndarray) -> tuple[dict, bool]:
+    def _members(self, pop: Population, episodes: np.ndarray, *per_episode: np.ndarray
+                 ) -> tuple:
+        """A training pass as members: their genomes, their mean fitness
+        (``train_episodes`` each, adjacent), the member that played the best episode, and
+        each array of ``per_episode`` averaged the same way."""
+        k = self.train_episodes
+        means = [a.reshape(len(pop) // k, k, *a.shape[1:]).mean(axis=1)
+                 for a in (episodes, *per_episode)]
+        best = int(top_k(episodes, 1)[0]) // k
+        return ([pop[i] for i in range(0, len(pop), k)], means[0], best, *means[1:])
+
+    def _select(self, pop: list[SeedChain], fitness: np.ndarray, order: np.ndarray,
+                breeding: np.ndarray, best: tuple[int, float]) -> tuple[dict, bool]:
         """After a training phase: the elite candidates from ``order`` (members by training
-        fitness, best first) and the parents from ``breeding`` (the GA: the same order;
-        GA-NS: by novelty)."""
+        fitness, best first), the parents from ``breeding`` (the GA: the same order;
+        GA-NS: by novelty), and ``best``: the member that played the pass's best episode,
+        and its score."""
         s = self.state
-        if s.best is None or fitness[order[0]] >= s.best_fitness:  # the base updated best_fitness
-            s.best = pop[order[0]]
+        if s.best is None or best[1] >= s.best_fitness:  # the base updated best_fitness
+            s.best = pop[best[0]]
         metrics = {"sigma": self.sigma(s.generation)}
         if self.elite_candidates:
             # The parents wait for the elite: it is one of them, with the T - 1 best others.
@@ -202,7 +230,7 @@ class GA(Optimizer):
         s.history.append(s.elite_score)
         return {**metrics, "elite_score": s.elite_score}, True
 
-    def _candidates(self, pop: Population, order: np.ndarray) -> tuple[SeedChain, ...]:
+    def _candidates(self, pop: list[SeedChain], order: np.ndarray) -> tuple[SeedChain, ...]:
         """Generation 1: the k best by training fitness; later: the previous elite and the
         k - 1 (at least 1) best others, whatever the elite's own training episode scored."""
         k, previous = self.elite_candidates, self.state.elite
@@ -216,16 +244,21 @@ class GA(Optimizer):
 class EliteParams(Params):
     """The keys of an algorithm that validates its elite as the GA's Algorithm 1 (GA, RS)."""
 
-    elite_candidates: int = param(5, ">= 0", at_least(0))  # members re-evaluated for the elite
-    # (paper: 10; 0: the best training episode is the elite)
-    validation_episodes: int = param(5, ">= 0", at_least(0))  # episodes per elite candidate
+    elite_candidates: int = param(10, ">= 0", at_least(0))  # members re-evaluated for the
+    # elite (paper: 10; 0: the best training fitness is the elite)
+    validation_episodes: int = param(10, ">= 0", at_least(0))  # episodes per elite candidate
     # (paper: 30)
+    train_episodes: int = param(0, ">= 0 (0: the env kind's, 2 on Atari, else 1)",
+                                at_least(0))  # training episodes per member, their mean its
+    # fitness (paper: 1, as the paper configs; module docstring)
 
-    def largest_pass(self, population: int) -> int:  # the elite's validation pass
-        return max(population, self.elite_candidates * self.validation_episodes)
+    def largest_pass(self, population: int) -> int:  # training or the elite's validation
+        return max(population * max(self.train_episodes, 1),
+                   self.elite_candidates * self.validation_episodes)
 
-    def resolved(self, population: int) -> EliteParams:
-        return replace(self, elite_candidates=min(self.elite_candidates, population))
+    def resolved(self, population: int, train_episodes: int = 1) -> EliteParams:
+        return replace(self, elite_candidates=min(self.elite_candidates, population),
+                       train_episodes=self.train_episodes or train_episodes)
 
 
 @dataclass(frozen=True)
@@ -236,8 +269,8 @@ class GAParams(EliteParams):
     rank: int = param(0, ">= 0 (0: full rank)", at_least(0))  # rank-r mutations per weight
     # matrix (EGGROLL, neuroevo.lowrank); 0: full rank, as the paper
 
-    def resolved(self, population: int) -> GAParams:
-        return replace(super().resolved(population),
+    def resolved(self, population: int, train_episodes: int = 1) -> GAParams:
+        return replace(super().resolved(population, train_episodes),
                        truncation=self.truncation or max(1, min(20, population // 5)))
 
 
@@ -247,7 +280,7 @@ def ga_arguments(p: GAParams, start: Start) -> dict:
     return dict(num_params=start.num_params, init_std=start.init_std,
                 population_size=start.population, truncation=p.truncation, sigma=p.sigma,
                 elite_candidates=p.elite_candidates, validation_episodes=p.validation_episodes,
-                seed=start.seed, **lowrank)
+                train_episodes=p.train_episodes, seed=start.seed, **lowrank)
 
 
 def from_config(p: GAParams, start: Start) -> GA:

@@ -10,7 +10,9 @@ plus the current population). After the generation's novelties are computed, eac
 BC joins the archive with probability ``archive_probability`` (a stochastic archive, as in
 the Deep GA paper's GA-NS; the archive is never pruned). The elite, which the run deploys
 and tests, is still chosen on reward (the GA's elite candidates and validation), so that
-what a run reports is its best policy; it also stays a parent, as in the GA.
+what a run reports is its best policy; it also stays a parent, as in the GA. With
+``train_episodes`` > 1 (the GA's; a deviation from the paper) a member's BC is the mean of
+its episodes' BCs.
 
 Where we may differ from the paper: its text was not available to us while writing this,
 and no code of its GA-NS was released (the authors' README: "will be added later on"); k =
@@ -63,12 +65,14 @@ class GANS(GA):
         s = self.state
         if s.phase == "validate":
             return self._tell(pop, fitness)
+        members, means, best, behaviour = self._members(pop, fitness, behaviour)
         novelties = population_novelty(s.archive, behaviour, self.k)
         draws = np.random.default_rng([self.seed, s.generation, ARCHIVE_STREAM])
-        joins = behaviour[draws.random(len(pop)) < self.archive_probability]
+        joins = behaviour[draws.random(len(members)) < self.archive_probability]
         s.archive = torch.as_tensor(joins) if s.archive is None else append(s.archive, joins)
-        metrics, done = self._select(pop, fitness, top_k(fitness, len(fitness)),
-                                     top_k(novelties, len(novelties)))
+        metrics, done = self._select(members, means, top_k(means, len(means)),
+                                     top_k(novelties, len(novelties)),
+                                     (best, float(fitness.max())))
         return {**metrics, "novelty_mean": float(novelties.mean()),
                 "archive_size": len(s.archive)}, done
 

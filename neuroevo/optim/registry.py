@@ -43,8 +43,10 @@ def at_least(n: int) -> Callable[[typing.Any], bool]:
 class Params:
     """Base of an algorithm's config keys (a frozen dataclass of ``param`` fields)."""
 
-    def resolved(self, population: int) -> Params:
-        """These keys with each automatic value replaced by the one the run takes."""
+    def resolved(self, population: int, train_episodes: int = 1) -> Params:
+        """These keys with each automatic value replaced by the one the run takes;
+        ``train_episodes`` is the env kind's choice of training episodes per member, for an
+        algorithm whose key of that name is left automatic (``envs.spec.Kind``)."""
         return self
 
     def largest_pass(self, population: int) -> int:

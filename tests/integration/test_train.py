@@ -63,7 +63,7 @@ def test_cli_run_writes_a_run_directory(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert [r["generation"] for r in rows] == [0, 1]
     # the test score after the last generation only (test_every 10), outside the budget
-    assert "test_score" not in rows[0] and rows[-1]["test_episodes"] == 10
+    assert "test_score" not in rows[0] and rows[-1]["test_episodes"] == 30
     assert "  test " in [line for line in out.stdout.splitlines() if line.startswith("gen ")][-1]
     assert "  the budget (2 generations) takes about " in out.stdout
     # the summary it ends with: what metrics.jsonl holds, and the next commands

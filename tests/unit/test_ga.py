@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from neuroevo import GA, NoiseTable, RandomSearch, SeedChain
+from neuroevo.errors import ConfigError
 from neuroevo.optim.schedules import Exponential
 
 
@@ -141,6 +142,34 @@ def test_random_search_rescores_its_elite_every_generation():
     rs.tell([2.0, 2.0, 3.0, 3.0])  # re-scored lower than in generation 0
     assert rs.elite == g1[1] and rs.state.elite_score == 3.0
     assert rs.state.history == [10.0, 3.0]  # a fresh measurement, not the best ever
+
+
+@pytest.mark.parametrize("cls, kw", [(GA, {"truncation": 3}), (RandomSearch, {})])
+def test_train_episodes_rank_members_on_their_mean(cls, kw):
+    """Two training episodes a member (adjacent) select as one episode scoring their mean:
+    the same candidates, elite, parents and next generation, against a run told the means."""
+    noise = NoiseTable.shared(7, 1 << 16)
+    two = cls(4, population_size=6, elite_candidates=2, validation_episodes=2, seed=4,
+              noise=noise, train_episodes=2, **kw)
+    one = cls(4, population_size=6, elite_candidates=2, validation_episodes=2, seed=4,
+              noise=noise, **kw)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        pair, single = two.ask(), one.ask()
+        assert pair.genomes == [g for g in single.genomes for _ in range(2)]
+        episodes = rng.integers(0, 10, size=(6, 2)).astype(float)
+        episodes[1] = [9.0, 0.0]  # the best single episode, not the best mean
+        two.tell(episodes.ravel())
+        one.tell(episodes.mean(axis=1))
+        assert two.state.best == single[1] != one.state.best
+        assert two.state.best_fitness == 9.0
+        assert two.ask().genomes == one.ask().genomes  # validation: the same candidates
+        scores = rng.normal(size=4)
+        two.tell(scores), one.tell(scores)
+        assert (two.elite, two.state.parents) == (one.elite, one.state.parents)
+    assert cls(4, noise=noise, population_size=12, **kw).train_episodes == 1  # the paper
+    with pytest.raises(ConfigError, match="train_episodes must be an integer >= 1"):
+        cls(4, noise=noise, population_size=12, train_episodes=0, **kw)
 
 
 def test_init_std_tensor_and_center():

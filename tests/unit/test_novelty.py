@@ -206,3 +206,18 @@ def test_ga_ns_breeds_the_most_novel_and_deploys_the_best_rewarded():
                    archive_probability=0.0, noise=NOISE)
     nothing.ask()
     assert nothing.tell(fitness, bcs)["archive_size"] == 0
+
+
+def test_ga_ns_with_train_episodes_scores_a_member_on_its_mean_reward_and_mean_behaviour():
+    kw = dict(population_size=6, truncation=2, elite_candidates=0, k=2, seed=5,
+              archive_probability=0.5, noise=NOISE)
+    two, one = GANS(4, train_episodes=2, **kw), GANS(4, **kw)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        assert two.ask().genomes == [g for g in one.ask().genomes for _ in range(2)]
+        fitness, bcs = rng.normal(size=(6, 2)), rng.normal(size=(6, 2, 3))
+        a = two.tell(fitness.ravel(), bcs.reshape(12, 3))
+        b = one.tell(fitness.mean(axis=1), bcs.mean(axis=1))
+        assert a["novelty_mean"] == pytest.approx(b["novelty_mean"], rel=1e-12)
+        assert (two.elite, two.state.parents) == (one.elite, one.state.parents)
+        assert torch.allclose(two.state.archive, one.state.archive, rtol=1e-12, atol=0)
