@@ -54,6 +54,9 @@ LEGACY_ENV = {"full_action_space": False, "fire_reset": True}
 # algorithm ignores at these defaults; they now stay None (the algorithm does not use them).
 LEGACY_ALGO = {"sigma": None, "truncation": 0, "elite_candidates": 5,
                "validation_episodes": 5, "lr": 0.01, "l2": 0.005, "rank": 0}
+# Algorithm keys added later: a config or checkpoint of an algorithm that has one but without
+# it ran as this value (one training episode a member).
+LEGACY_ADDED = {"train_episodes": 1}
 # What a run writes; ``--force`` removes all of it (and stale temporary files) first.
 RUN_FILES = ("config.yaml", "run.json", "metrics.jsonl", "metrics.csv", "elite.json",
              "policy.safetensors", "policy.pt")
@@ -68,14 +71,15 @@ def state_types() -> dict[str, type]:
 def _legacy_algo(algo: dict, prefix: str = "") -> dict:
     """``algo`` (a config's section, or an identity's ``algo.*`` keys with ``prefix``)
     without the keys its algorithm ignores that a run before the registry wrote at their
-    defaults."""
+    defaults, and with the keys added since (``LEGACY_ADDED``) that it uses but lacks."""
     name = algo.get(prefix + "name", "ga")
     # a crafted file may hold anything there: an unknown name keeps every key
     used = ALGORITHMS[name].config_keys() if isinstance(name, str) and name in ALGORITHMS \
         else ()
     stale = {prefix + k for k in LEGACY_ALGO if k not in used}
-    return {k: v for k, v in algo.items()
-            if not (k in stale and v == LEGACY_ALGO[k.removeprefix(prefix)])}
+    added = {prefix + k: v for k, v in LEGACY_ADDED.items() if k in used}
+    return {**added, **{k: v for k, v in algo.items()
+                        if not (k in stale and v == LEGACY_ALGO[k.removeprefix(prefix)])}}
 
 
 def finite(x):

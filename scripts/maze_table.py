@@ -46,7 +46,8 @@ COMMON = ("--env", "HardMaze-v0", "--population", "100", "--net", "mlp",
 # The maze has no randomness: one validation episode per elite candidate. The GA's sigma
 # 0.002 is the paper's for Atari nets; on this MLP it barely moves (30 generations of seed 0:
 # -87 with 0.002, -39 with 0.01, -39 with 0.05), so both GAs take 0.01.
-GA_SETS = ("--set", "algo.validation_episodes=1", "--set", "algo.sigma=0.01")
+GA_SETS = ("--set", "algo.elite_candidates=5", "--set", "algo.validation_episodes=1",
+           "--set", "algo.sigma=0.01")
 # MAP-Elites: a 20 x 20 grid over the maze's bounding box (x 3-195, y 5-202), sigma 0.01 as
 # the GAs; QD-score offset -300, so that a cell adds 300 minus its distance to the goal
 # (Lehman & Stanley's fitness).

@@ -186,3 +186,37 @@ def test_resume_errors_are_one_line_exit_2(tmp_path):
     assert out.returncode == 2 and "r/checkpoint/state.safetensors is not a neuroevo state file" in out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert len(rows(tmp_path / "r")) == 1  # the metrics already written are kept
+
+
+def test_a_run_directory_from_before_train_episodes_resumes_with_one(tmp_path):
+    """A GA ``config.yaml`` and checkpoint identity without ``algo.train_episodes`` were
+    written when every member played one training episode: the run loads and resumes with
+    1 (not Atari's quick default of 2), and the key is written back."""
+    from neuroevo.checkpoint import RunDir, identity
+    from neuroevo.errors import CheckpointError
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    quick = ["--config", "experiments/configs/quick_cpu_atari.yaml", "--population", "4",
+             "--device", "cpu", "--no-progress", "--set", "algo.test_episodes=0"]
+    run = subprocess.run([sys.executable, "-m", "neuroevo", "run", "ga", *quick,
+                          "--generations", "1", "--set", "algo.train_episodes=1",
+                          "--run-dir", str(tmp_path / "r")], cwd=root, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    config = tmp_path / "r" / "config.yaml"
+    line = "  train_episodes: 1\n"
+    assert line in config.read_text()
+    config.write_text(config.read_text().replace(line, ""))
+    run_dir = RunDir(str(tmp_path / "r"))
+    cfg = run_dir.load_config()
+    assert cfg.algo.train_episodes == 1
+    older = {k: v for k, v in identity(cfg).items() if k != "algo.train_episodes"}
+    run_dir.check_identity(cfg, older)  # an identity saved before the key: the same run
+    cfg.algo.train_episodes = 2
+    with pytest.raises(CheckpointError, match=r"algo.train_episodes: 1 -> 2"):
+        run_dir.check_identity(cfg, older)
+    out = subprocess.run([sys.executable, "-m", "neuroevo", "resume", str(tmp_path / "r"),
+                          "--generations", "2", "--no-progress"], cwd=root,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert line in config.read_text()  # written back as it ran

@@ -30,8 +30,10 @@ def test_every_optimizer_trains_end_to_end(algo):
     result = train(algo__name=algo, **{k: v for k, v in TINY.items() if k not in unused})
     rows = result.history
     assert [r["generation"] for r in rows] == [0, 1]
-    validation = 2 * 2 if algo != "es" else 0
-    assert rows[0]["episodes"] == 6 + validation and rows[1]["episodes"] == 2 * (6 + validation)
+    # GA and RS: two training episodes a member on Atari (the quick default), then 2 x 2
+    training, validation = (6, 0) if algo == "es" else (6 * 2, 2 * 2)
+    per_generation = training + validation
+    assert rows[0]["episodes"] == per_generation and rows[1]["episodes"] == 2 * per_generation
     assert rows[1]["frames"] > rows[0]["frames"] > 0 and rows[1]["wall_time"] > 0
     for r in rows:
         assert r["fitness_max"] >= r["fitness_mean"] >= r["fitness_min"]
