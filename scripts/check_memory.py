@@ -34,7 +34,7 @@ def main() -> None:
                 ("env.episode_cap", args.episode_cap), ("engine.device", "cpu")]
     if args.algo == "ga":  # the paper's selection and elite validation
         settings += [("algo.truncation", 20), ("algo.elite_candidates", 10),
-                     ("algo.validation_episodes", 30)]
+                     ("algo.validation_episodes", 30), ("algo.train_episodes", 1)]
     if args.rank:
         settings.append(("algo.rank", args.rank))
     for key, value in settings:

@@ -76,7 +76,7 @@ def test_cli_run_writes_a_run_directory(tmp_path):
     assert summary[1:] == [
         f"  best training episode  {max(r['fitness_max'] for r in rows):g}",
         f"  test score             {last['test_score']:.1f} +/- {last['test_score_std']:.1f} "
-        "(std over 10 episodes of the elite after generation 1, to 25 steps)",
+        "(std over 30 episodes of the elite after generation 1, to 25 steps)",
         "  run directory          r",
         "next:",
         f"  neuroevo play r --video {os.path.join('r', 'elite.mp4')}",  # imageio-ffmpeg: test extra
