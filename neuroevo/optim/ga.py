@@ -196,18 +196,19 @@ class GA(Optimizer):
             return {"elite_score": s.elite_score, "candidate_means": means.tolist()}, True
         members, means, best = self._members(pop, fitness)
         order = top_k(means, len(means))
-        return self._select(members, means, order, order, (best, float(fitness.max())))
+        return self._select(members, means, order, order, best)
 
     def _members(self, pop: Population, episodes: np.ndarray, *per_episode: np.ndarray
                  ) -> tuple:
         """A training pass as members: their genomes, their mean fitness
-        (``train_episodes`` each, adjacent), the member that played the best episode, and
-        each array of ``per_episode`` averaged the same way."""
+        (``train_episodes`` each, adjacent), the member that played the best episode with its
+        score, and each array of ``per_episode`` averaged the same way."""
         k = self.train_episodes
         means = [a.reshape(len(pop) // k, k, *a.shape[1:]).mean(axis=1)
                  for a in (episodes, *per_episode)]
-        best = int(top_k(episodes, 1)[0]) // k
-        return ([pop[i] for i in range(0, len(pop), k)], means[0], best, *means[1:])
+        top = int(top_k(episodes, 1)[0])
+        return ([pop[i] for i in range(0, len(pop), k)], means[0],
+                (top // k, float(episodes[top])), *means[1:])
 
     def _select(self, pop: list[SeedChain], fitness: np.ndarray, order: np.ndarray,
                 breeding: np.ndarray, best: tuple[int, float]) -> tuple[dict, bool]:

@@ -71,8 +71,7 @@ class GANS(GA):
         joins = behaviour[draws.random(len(members)) < self.archive_probability]
         s.archive = torch.as_tensor(joins) if s.archive is None else append(s.archive, joins)
         metrics, done = self._select(members, means, top_k(means, len(means)),
-                                     top_k(novelties, len(novelties)),
-                                     (best, float(fitness.max())))
+                                     top_k(novelties, len(novelties)), best)
         return {**metrics, "novelty_mean": float(novelties.mean()),
                 "archive_size": len(s.archive)}, done
 
