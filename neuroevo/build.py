@@ -110,12 +110,27 @@ def initial_center(cfg: Config, spec: ParamSpec, index: int = 0) -> torch.Tensor
     return normc(spec, raw) if cfg.net.name == "mlp" else raw * spec.init_std()
 
 
-def make_optimizer(cfg: Config, spec: ParamSpec):
-    """The optimizer of a resolved ``cfg``: its algorithm's ``from_config``."""
+def make_optimizer(cfg: Config, spec: ParamSpec, env: EnvSpec, behaviour=None):
+    """The optimizer of a resolved ``cfg``: its algorithm's ``from_config``, told the
+    dimensions of the env kind's behaviour characterisation (refused if its archive cannot
+    hold them: a 3-d grid for the maze's 2-d positions), unless ``behaviour`` (a user's
+    function) measures another."""
     start = Start(spec.num_params, cfg.algo.population, cfg.seed, spec.init_std(),
                   tuple(e.shape for e in spec),
                   lambda index=0: initial_center(cfg, spec, index))
-    return ALGORITHMS[cfg.algo.name].from_config(params_of(cfg), start)
+    optimizer = ALGORITHMS[cfg.algo.name].from_config(params_of(cfg), start)
+    if optimizer.uses_behaviour and behaviour is None:
+        optimizer.expect_behaviour(env.behaviour_dims)
+    return optimizer
+
+
+def optimizer_of(cfg: Config):
+    """The optimizer a run of ``cfg`` starts from, with no policy on a device and no
+    evaluator: what reading a checkpoint's state needs (``neuroevo plot --archive``)."""
+    cfg, env = resolve(cfg), env_spec(cfg.env)
+    with torch.random.fork_rng(devices=[]):  # the template's init draws: not the run's
+        spec = _template(cfg, env)[1]
+    return make_optimizer(cfg, spec, env)
 
 
 def logging_episodes(cfg: Config) -> int:
@@ -183,7 +198,7 @@ def build(cfg: Config, local: bool = True, behaviour=None) -> Built:
     template, spec, hidden = _template(cfg, env)
     arch = {"net": net, "obs_shape": list(env.obs_shape), "hidden": list(hidden),
             **env.action.arch(), "vbn": cfg.net.vbn}
-    optimizer = make_optimizer(cfg, spec)
+    optimizer = make_optimizer(cfg, spec, env, behaviour)
     policy = BatchedPolicy(template.to(device), spec, from_environment(device),
                            reference_batch(env, cfg.seed, device) if cfg.net.vbn else None,
                            optimizer.lowrank)  # slots for the optimizer's perturbations

@@ -33,13 +33,15 @@ import os
 import shutil
 import time
 
+import torch
 import yaml
 
+from neuroevo import schema
 from neuroevo.config import Config, from_dict, identity, parse_yaml, to_dict
 from neuroevo.errors import CheckpointError, ConfigError
 from neuroevo.files import atomic_write, is_temporary, read_regular, storage_error
 from neuroevo.loop import Callback, Totals
-from neuroevo.metrics import columns
+from neuroevo.metrics import METRICS, columns
 from neuroevo.optim import ALGORITHMS
 from neuroevo.policy.export import policy_bytes
 from neuroevo.serial import first_line, load_file, loads_strict, save_file
@@ -61,6 +63,42 @@ LEGACY_ADDED = {"train_episodes": 1}
 RUN_FILES = ("config.yaml", "run.json", "metrics.jsonl", "metrics.csv", "elite.json",
              "policy.safetensors", "policy.pt")
 RUN_DIRS = ("checkpoint", "tensorboard")
+
+
+DAMAGED = "the checkpoint was edited or is damaged: restore it from a backup or start the run again"
+PARTS = {"optimizer": dict, "totals": Totals, "history": list[dict], "obs_norm": dict | None,
+         "vbn_reference": torch.Tensor | None, "identity": dict}  # a checkpoint's top level
+COUNTERS = ("generation", "frames")  # what every row holds: integers >= 0
+
+
+def check_parts(state: dict) -> None:
+    """Refuse a checkpoint whose top-level parts are not of their types, or whose metric
+    rows (the history, and the row waiting for its logging episodes) hold a metric that is
+    not a number; the optimizer's and the normaliser's own states are checked by them."""
+    for name, hint in PARTS.items():
+        if name not in state:
+            raise CheckpointError(f"it lacks its {name!r} part")
+        schema.check(hint, state[name], {}, name)
+    schema.build(Totals, state["totals"], {}, "totals")
+    numbers = {m.name for m in (*METRICS, *ALGORITHMS.metrics())}
+    rows = [(f"history[{k}]", row) for k, row in enumerate(state["history"])]
+    if state["totals"].pending is not None:
+        rows.append(("totals.pending", state["totals"].pending))
+    for where, row in rows:
+        for key in COUNTERS:
+            schema.check(int, row.get(key), {}, f"{where}.{key}")
+            if row[key] < 0:
+                raise CheckpointError(f"{where}.{key} is {row[key]}, expected >= 0")
+        for key, value in row.items():
+            parts = (value.values() if isinstance(value, dict) else value
+                     if isinstance(value, list) else [value])
+            if key in numbers and not all(_number(v) for v in parts):
+                raise CheckpointError(f"{where}.{key} holds {value!r}, expected a number "
+                                      "(or a mapping or list of numbers)")
+
+
+def _number(value) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
 def state_types() -> dict[str, type]:
@@ -287,9 +325,21 @@ class RunDir:
         _, state = load_file(self.checkpoint, state_types(), STATE_FORMAT)
         if not isinstance(state, dict) or not isinstance(state.get("totals"), Totals):
             raise CheckpointError(f"{self.checkpoint} holds no neuroevo run state")
+        try:
+            check_parts(state)
+        except CheckpointError as e:
+            raise CheckpointError(f"{self.checkpoint}: {e}; {DAMAGED}") from None
         if cfg is not None:
             self.check_identity(cfg, state.get("identity") or {})
         return state
+
+    def restore(self, built, state: dict) -> None:
+        """``built.restore(state)`` (the optimizer checks its state whole before taking any
+        of it), a refusal naming this run's checkpoint."""
+        try:
+            built.restore(state)
+        except CheckpointError as e:
+            raise CheckpointError(f"{self.checkpoint}: {e}") from None
 
     def check_identity(self, cfg: Config, saved: dict) -> None:
         """Refuse a config that defines another run than the checkpoint's (budget and machine

@@ -198,7 +198,7 @@ def _continue(run_dir, generations, frames, no_progress: bool, given=None) -> in
         run_dir.check_identity(resolve(given), state["identity"])
     built = build_run(cfg)
     try:
-        built.restore(state)
+        run_dir.restore(built, state)
         totals, history = state["totals"], state["history"]
         with _signals.protect():
             if generations is not None or frames is not None:

@@ -14,7 +14,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -22,6 +22,7 @@ import torch
 from neuroevo.errors import ConfigError
 from neuroevo.lowrank import LowRank
 from neuroevo.noise import NoiseTable
+from neuroevo.schema import integer
 from neuroevo.serial import loads_strict
 
 SEED_BOUND = 1 << 32  # seeds are stored as uint32
@@ -32,8 +33,9 @@ JSON_FORMAT = "neuroevo.seedchain/1"
 class SeedChain:
     """A Deep GA genome. Hashable, so decoders can cache parents by genome."""
 
-    init_seed: int
-    mutations: tuple[tuple[int, float], ...] = ()
+    init_seed: int = field(metadata=integer(0, SEED_BOUND))
+    mutations: tuple[tuple[int, float], ...] = field(default=(), metadata=integer(0, SEED_BOUND))
+    # (seed, sigma) pairs: the checkpoint's check takes the range for the seeds, finite sigmas
 
     @property
     def parent(self) -> SeedChain | None:

@@ -45,16 +45,17 @@ from neuroevo.engine.obsstats import merge as merge_obs_stats
 from neuroevo.errors import StateError
 from neuroevo.evaluation import EpisodeBatch, Evaluator, Job, OnEpisode
 from neuroevo.memory import release_free_memory
+from neuroevo.schema import integer, real
 
 
 @dataclass
 class Totals:
     """Running counters of a run (what a checkpoint needs to resume them)."""
 
-    generation: int = 0
-    frames: int = 0
-    episodes: int = 0
-    wall_time: float = 0.0
+    generation: int = field(default=0, metadata=integer(0))
+    frames: int = field(default=0, metadata=integer(0))
+    episodes: int = field(default=0, metadata=integer(0))
+    wall_time: float = field(default=0.0, metadata=real("nonnegative"))
     pending: dict | None = None  # the last generation's row, waiting for its logging episodes
 
 

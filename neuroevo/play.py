@@ -48,7 +48,7 @@ def saved_policy(run_dir: RunDir, genome: str = "elite", member: int | None = No
     state = run_dir.load(cfg)
     cfg.engine.slots = cfg.engine.subsets = 0  # automatic layout for the play population
     built = build(cfg)
-    built.restore(state)
+    run_dir.restore(built, state)
     optimizer = built.optimizer
     if genome == "best" and optimizer.deploys == "centre":
         built.evaluator.close()

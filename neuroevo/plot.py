@@ -20,6 +20,7 @@ import torch
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import EngFormatter
 
+from neuroevo.build import optimizer_of
 from neuroevo.checkpoint import RunDir
 from neuroevo.envs.locomotion import TASKS
 from neuroevo.envs.maze import ENV_ID as MAZE_ID
@@ -171,7 +172,13 @@ def _archive(run: str):
     error."""
     run_dir = RunDir(run)
     cfg = run_dir.load_config()
-    state = run_dir.load(cfg)["optimizer"]["state"]
+    saved = run_dir.load(cfg)["optimizer"]
+    optimizer = optimizer_of(cfg)
+    try:  # the state is checked whole (shapes, indices, values) before any of it is drawn
+        optimizer.load_state_dict(saved)
+    except CheckpointError as e:
+        raise CheckpointError(f"{run_dir.checkpoint}: {e}") from None
+    state = vars(optimizer.state)
     if "cells" not in state and "archive" not in state:
         raise ConfigError(f"{run} is a {cfg.algo.name} run, which keeps no behaviour archive; "
                           "--archive draws novelty search (nses, nsres, nsraes, gans) and "

@@ -23,8 +23,9 @@ from neuroevo.envs.atari import (
     AtariPool,
     action_count,
 )
+from neuroevo.envs.atari_ram import RAM_SIZE
 from neuroevo.envs.base import Pool
-from neuroevo.envs.locomotion import TASKS
+from neuroevo.envs.locomotion import FEET, TASKS
 from neuroevo.envs.maze import ENV_ID as MAZE_ID
 from neuroevo.spaces import ActionSpace
 
@@ -89,6 +90,17 @@ class EnvSpec:
     @property
     def traits(self) -> Kind:
         return KINDS[self.kind]
+
+    @property
+    def behaviour_dims(self) -> int | None:
+        """The dimensions of the built-in behaviour characterisation (None: none)."""
+        if self.kind == "maze":
+            return 2
+        if self.kind == "mujoco":
+            return len(FEET[self.name]) if self.behaviour == "feet_contact" else 2
+        if self.kind == "atari" and self.atari.ram:
+            return RAM_SIZE
+        return None
 
     @property
     def image(self) -> bool:

@@ -7,16 +7,18 @@ uncorrected, which differs slightly from ``torch.optim.Adam``; we follow the pap
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+
+from neuroevo.schema import integer, tensor
 
 
 @dataclass
 class AdamState:
-    m: torch.Tensor
-    v: torch.Tensor
-    t: int = 0
+    m: torch.Tensor = field(metadata=tensor(("D",), torch.float32))
+    v: torch.Tensor = field(metadata=tensor(("D",), torch.float32, "nonnegative"))
+    t: int = field(default=0, metadata=integer(0))
 
     @classmethod
     def zeros(cls, num_params: int) -> AdamState:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from neuroevo import schema
 from neuroevo.errors import CheckpointError, ConfigError, StateError, check_range
 from neuroevo.genomes import PHASES, SEED_BOUND, Perturbation, PerturbationDecoder, Population
 from neuroevo.lowrank import LowRank
@@ -86,6 +87,7 @@ class Optimizer:
     state_types: tuple[type, ...] = ()  # classes in ``state_dict()`` (the checkpoint loader)
     center_episodes = 0  # episodes of ``center_population()`` per generation (logging only)
     uses_behaviour = False  # ``tell`` reads each episode's behaviour characterisation
+    behaviour_dims: int | None = None  # their dimensions, where the run knows them
 
     def __init__(self, num_params: int, population_size: int, seed: int, noise: NoiseTable | None,
                  nonfinite: str):
@@ -190,6 +192,10 @@ class Optimizer:
 
     def check_header(self, state_dict: dict) -> None:
         """Refuse the state of another algorithm, size, noise table or rank."""
+        if not isinstance(state_dict, dict) or not isinstance(state_dict.get("state"), dict):
+            raise CheckpointError("the optimizer's state is not a mapping with a 'state' "
+                                  "mapping; the checkpoint is damaged or was not written by "
+                                  "neuroevo")
         for key, mine in (("algorithm", self.name), ("num_params", self.num_params),
                           ("noise", self.noise.spec), ("rank", self.rank)):
             theirs = state_dict.get(key, 0 if key == "rank" else None)  # before ranks: 0
@@ -198,9 +204,37 @@ class Optimizer:
                                       f"optimizer has {mine!r}; build the optimizer with the "
                                       "settings of the run that saved it")
 
+    def state_dims(self) -> dict[str, int | None]:
+        """The sizes of the dimensions the state's fields declare (``neuroevo.schema``):
+        ``D``, the parameters, and an algorithm's own (MAP-Elites' ``cells``); None: bound by
+        the checkpoint itself, every field that uses it agreeing."""
+        return {"D": self.num_params, "d": self.behaviour_dims}
+
+    def expect_behaviour(self, dims: int | None) -> None:
+        """The run's behaviour characterisations have ``dims`` dimensions (None: not known
+        before the first episode ends); a checkpoint's archive must have as many."""
+        self.behaviour_dims = dims
+
+    def _check_layout(self, values: dict) -> None:
+        """Refuse, before the fields are checked, the state of a run whose config sizes it
+        otherwise (another grid, another meta-population), with the keys to resume with."""
+
+    def _check_state(self, state) -> None:
+        """Refuse a state whose fields each passed ``neuroevo.schema`` but do not agree
+        with each other (an index into another field, a phase and what it needs)."""
+
+    def checked_state(self, values: dict):
+        """The state dataclass built from a checkpoint's ``state`` mapping once every field
+        is what it declares and the fields agree, else a one-line ``CheckpointError``."""
+        self._check_layout(values)
+        state = schema.build(type(self.state), values, self.state_dims(), "optimizer state")
+        self._check_state(state)
+        return state
+
     def load_state_dict(self, state_dict: dict) -> None:
+        """Continue from ``state_dict``, checked whole before anything changes."""
         self.check_header(state_dict)
-        self.state = type(self.state)(**copy.deepcopy(state_dict["state"]))
+        self.state = self.checked_state(state_dict["state"])
         self._pending = None
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from neuroevo.errors import check_range
+from neuroevo.errors import CheckpointError, check_range
 from neuroevo.genomes import SEED_BOUND, ChainDecoder, Population, SeedChain
 from neuroevo.metrics import BY_NAME
 from neuroevo.noise import NoiseTable
@@ -46,20 +46,22 @@ from neuroevo.optim.base import Optimizer, low_rank, resolve_dims
 from neuroevo.optim.registry import Algorithm, Params, Start, at_least, param
 from neuroevo.optim.schedules import as_schedule
 from neuroevo.optim.shaping import top_k
+from neuroevo.schema import choice, integer, real
 
 
 @dataclass
 class GAState:
-    generation: int = 0
-    phase: str = "train"
+    generation: int = field(default=0, metadata=integer(0))
+    phase: str = field(default="train", metadata=choice("train", "validate"))
     parents: tuple[SeedChain, ...] = ()
     candidates: tuple[SeedChain, ...] = ()
     ranked: tuple[SeedChain, ...] = ()  # while validating: the T + 1 best by training fitness
     elite: SeedChain | None = None
-    elite_score: float = float("-inf")
-    best_fitness: float = float("-inf")
+    elite_score: float = field(default=float("-inf"), metadata=real("finite_or_-inf"))
+    best_fitness: float = field(default=float("-inf"), metadata=real("finite_or_-inf"))
     best: SeedChain | None = None  # the member with the best single training episode
-    history: list = field(default_factory=list)  # elite score per generation
+    history: list[float] = field(default_factory=list, metadata=real("finite_or_-inf"))  # elite
+    # score per generation
 
 
 class GA(Optimizer):
@@ -129,6 +131,14 @@ class GA(Optimizer):
         check_range("truncation", truncation,
                     isinstance(truncation, int) and 1 <= truncation <= population_size,
                     f"an integer in [1, population_size={population_size}]")
+
+    def _check_state(self, state: GAState) -> None:
+        if state.parents and state.elite is None:
+            raise CheckpointError("optimizer state.parents holds parents but state.elite is "
+                                  "None: every generation after the first breeds the elite")
+        if state.phase == "validate" and not (state.candidates and state.ranked):
+            raise CheckpointError("optimizer state.phase is validate but state.candidates or "
+                                  "state.ranked is empty: there is nothing to validate")
 
     def decoder(self, device=None) -> ChainDecoder:
         """The per-device decoder; it lives across generations so parents stay cached."""

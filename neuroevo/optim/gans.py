@@ -22,7 +22,7 @@ supplementary table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -34,13 +34,15 @@ from neuroevo.optim.novelty import METRICS as NOVELTY_METRICS
 from neuroevo.optim.novelty import append, population_novelty
 from neuroevo.optim.registry import Algorithm, Start, at_least, param
 from neuroevo.optim.shaping import top_k
+from neuroevo.schema import tensor
 
 ARCHIVE_STREAM = 0x4E53  # "NS": the archive's draws, apart from the GA's own
 
 
 @dataclass
 class GANSState(GAState):
-    archive: torch.Tensor | None = None  # [n, d] float64 BCs
+    archive: torch.Tensor | None = field(default=None, metadata=tensor(("n", "d"),
+                                                                        torch.float64))
 
 
 class GANS(GA):

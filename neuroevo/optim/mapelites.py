@@ -34,16 +34,21 @@ from neuroevo.noise import NoiseTable
 from neuroevo.optim import cvt
 from neuroevo.optim.base import Optimizer
 from neuroevo.optim.registry import Algorithm, Params, Start, at_least, param
+from neuroevo.schema import integer, real, tensor
 
 
 @dataclass
 class MapElitesState:
-    cells: dict = field(default_factory=dict)  # cell index -> the member's SeedChain
-    fitness: torch.Tensor | None = None  # [cells] float64, -inf where empty
-    bcs: torch.Tensor | None = None  # [cells, d] float64 BC of each cell's member
-    centroids: torch.Tensor | None = None  # [cells, d] float64: CVT-MAP-Elites' regions
-    generation: int = 0
-    best_fitness: float = float("-inf")
+    cells: dict[int, SeedChain] = field(default_factory=dict, metadata=integer(0, "cells"))
+    # cell index -> the member's SeedChain
+    fitness: torch.Tensor | None = field(default=None, metadata=tensor(
+        ("cells",), torch.float64, "finite_or_-inf"))  # -inf where empty
+    bcs: torch.Tensor | None = field(default=None, metadata=tensor(
+        ("cells", "d"), torch.float64))  # the BC of each cell's member
+    centroids: torch.Tensor | None = field(default=None, metadata=tensor(
+        ("cells", "d"), torch.float64))  # CVT-MAP-Elites' regions
+    generation: int = field(default=0, metadata=integer(0))
+    best_fitness: float = field(default=float("-inf"), metadata=real("finite_or_-inf"))
 
 
 def parse_bounds(text: str, key: str) -> tuple[float, ...]:
@@ -110,10 +115,7 @@ class MapElites(Optimizer):
     def cell_of(self, bcs: np.ndarray) -> np.ndarray:
         """``[P]`` cell of each BC: the grid's (row-major over the dimensions), or the CVT's
         nearest centroid."""
-        if bcs.shape[1] != len(self.low):
-            raise ConfigError(f"the behaviour has {bcs.shape[1]} dimensions but the grid "
-                              f"{len(self.low)} (algo.grid_low {tuple(self.low)}); give "
-                              "bounds for every dimension")
+        self.expect_behaviour(bcs.shape[1])
         if self.state.centroids is not None:
             points = torch.as_tensor(bcs, dtype=torch.float64)
             return cvt.nearest(points, self.state.centroids).numpy()
@@ -150,21 +152,43 @@ class MapElites(Optimizer):
                 "qd_score": float((s.fitness[filled] - self.qd_offset).sum()),
                 "cells_filled": int(filled.sum())}, True
 
-    def load_state_dict(self, state_dict: dict) -> None:
-        """Refuse an archive of other cells than this run's (another grid, another CVT)."""
-        self.check_header(state_dict)
-        state, mine = state_dict["state"], self.state.centroids
-        theirs, fitness = state.get("centroids"), state.get("fitness")
+    def state_dims(self) -> dict[str, int | None]:
+        return {**super().state_dims(), "cells": self.num_cells, "d": len(self.low)}
+
+    def expect_behaviour(self, dims: int | None) -> None:
+        if dims is not None and dims != len(self.low):
+            raise ConfigError(f"the behaviour has {dims} dimensions but the grid {len(self.low)} "
+                              f"(algo.grid_low={','.join(f'{v:g}' for v in self.low)}); give "
+                              f"algo.grid_low and algo.grid_high {dims} bounds each")
+        super().expect_behaviour(dims)
+
+    def _check_layout(self, values: dict) -> None:
+        """The archive's cells are this run's: its grid, or its CVT's centroids."""
+        mine, theirs, fitness = self.state.centroids, values.get("centroids"), values.get("fitness")
         same = ((mine is None) == (theirs is None) and
-                (mine is None or (mine.shape == theirs.shape and torch.equal(mine, theirs))) and
-                (fitness is None or fitness.shape == (self.num_cells,)))
+                (mine is None or (isinstance(theirs, torch.Tensor) and mine.shape == theirs.shape
+                                  and torch.equal(mine, theirs))) and
+                (not isinstance(fitness, torch.Tensor) or fitness.ndim != 1 or
+                 len(fitness) == self.num_cells))
         if not same:
             raise CheckpointError(
                 f"the checkpoint's MAP-Elites archive has other cells than this run's "
                 f"({self.num_cells} {'CVT regions' if mine is not None else 'grid cells'}); "
                 "resume with the algo.bins, algo.cvt_cells, algo.cvt_samples and grid bounds "
                 "the run was started with")
-        super().load_state_dict(state_dict)
+
+    def _check_state(self, state: MapElitesState) -> None:
+        """The cells holding a member are those of finite fitness."""
+        if (state.fitness is None) != (state.bcs is None):
+            raise CheckpointError("optimizer state.fitness and state.bcs must both be set or "
+                                  "both be None")
+        filled = set() if state.fitness is None else set(
+            torch.nonzero(torch.isfinite(state.fitness)).reshape(-1).tolist())
+        if set(state.cells) != filled:
+            odd = sorted(set(state.cells) ^ filled)[0]
+            raise CheckpointError(f"optimizer state.cells and state.fitness disagree at cell "
+                                  f"{odd}: a cell holds a member exactly where its fitness is "
+                                  "finite")
 
     def _best(self) -> SeedChain | None:
         if not self.state.cells:

@@ -40,7 +40,7 @@ Where we differ from the authors' code:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -56,22 +56,29 @@ from neuroevo.optim.novelty import append, novelty
 from neuroevo.optim.openai_es import antithetic_gradient
 from neuroevo.optim.registry import Algorithm, Params, Start, at_least, param
 from neuroevo.optim.shaping import centered_ranks
+from neuroevo.schema import choice, integer, length, real, tensor
 
 
 @dataclass
 class NSESState:
-    centers: torch.Tensor  # [M, D]
-    adams: list  # M AdamState, one per centre
-    bcs: torch.Tensor | None = None  # [M, d] each centre's BC at its last evaluation
-    rewards: torch.Tensor | None = None  # [M] float64 each centre's mean return then
-    archive: torch.Tensor | None = None  # [n, d] float64 BCs
-    current: int = 0  # the centre this generation updates
-    phase: str = "init"  # what the next ask gives: init (every centre's BC), train, validate
+    centers: torch.Tensor = field(metadata=tensor(("M", "D"), torch.float32))
+    adams: list[AdamState] = field(metadata=length("M"))  # one per centre
+    bcs: torch.Tensor | None = field(default=None, metadata=tensor(("M", "d"), torch.float64))
+    # each centre's BC at its last evaluation
+    rewards: torch.Tensor | None = field(default=None, metadata=tensor(("M",), torch.float64))
+    # each centre's mean return then
+    archive: torch.Tensor | None = field(default=None, metadata=tensor(("n", "d"), torch.float64))
+    current: int = field(default=0, metadata=integer(0, "M"))  # the centre this generation
+    # updates
+    phase: str = field(default="init", metadata=choice("init", "train", "validate"))  # what the
+    # next ask gives: init (every centre's BC), train, validate
     weight: float = 1.0  # NSRA-ES: the reward's share of the score
-    stagnation: int = 0  # NSRA-ES: generations since the best centre reward last rose
-    best_reward: float = float("-inf")  # NSRA-ES: the best centre reward so far
-    generation: int = 0
-    best_fitness: float = float("-inf")
+    stagnation: int = field(default=0, metadata=integer(0))  # NSRA-ES: generations since the
+    # best centre reward last rose
+    best_reward: float = field(default=float("-inf"), metadata=real("finite_or_-inf"))
+    # NSRA-ES: the best centre reward so far
+    generation: int = field(default=0, metadata=integer(0))
+    best_fitness: float = field(default=float("-inf"), metadata=real("finite_or_-inf"))
 
 
 class _Centres:
@@ -134,20 +141,26 @@ class NoveltyES(Optimizer):
     def meta_population(self) -> int:
         return len(self.state.centers)
 
-    def load_state_dict(self, state_dict: dict) -> None:
-        self.check_header(state_dict)
-        state, mine = state_dict["state"], self.state.centers.shape
-        centers, archive, bcs = state["centers"], state.get("archive"), state.get("bcs")
-        if tuple(centers.shape) != tuple(mine):
+    def state_dims(self) -> dict[str, int | None]:
+        return {**super().state_dims(), "M": self.meta_population}
+
+    def _check_layout(self, values: dict) -> None:
+        centers = values.get("centers")
+        if isinstance(centers, torch.Tensor) and centers.ndim == 2 and \
+                len(centers) != self.meta_population:
             raise CheckpointError(f"the checkpoint's meta-population has {len(centers)} "
-                                  f"centres but this run has {mine[0]}; resume with the "
-                                  "algo.centres the run was started with")
-        if archive is not None and (bcs is None or archive.shape[1:] != bcs.shape[1:]):
-            raise CheckpointError(f"the checkpoint's novelty archive holds "
-                                  f"{archive.shape[1]}-dimensional points that do not match "
-                                  "its centres' behaviour; the checkpoint is damaged: resume "
-                                  "from an earlier one")
-        super().load_state_dict(state_dict)
+                                  f"centres but this run has {self.meta_population}; resume "
+                                  "with the algo.centres the run was started with")
+
+    def _check_state(self, state: NSESState) -> None:
+        if state.phase != "init" and (state.bcs is None or state.rewards is None or
+                                      state.archive is None or len(state.archive) == 0):
+            raise CheckpointError(f"optimizer state.phase is {state.phase} but the centres' "
+                                  "behaviour, rewards or the archive is missing: they are "
+                                  "measured in the first (init) pass")
+        if not 0 <= state.weight <= 1:
+            raise CheckpointError(f"optimizer state.weight holds {state.weight!r}, expected a "
+                                  "number in [0, 1]")
 
     # -- populations ---------------------------------------------------------------------
     def _around(self, genomes, generation: int, phase: str, budgeted: bool = True):

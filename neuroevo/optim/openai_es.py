@@ -15,7 +15,7 @@ True
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -28,6 +28,7 @@ from neuroevo.optim.adam import AdamState, adam_step
 from neuroevo.optim.base import CenterParams, CenterSearch, low_rank, resolve_dims
 from neuroevo.optim.registry import Algorithm, Start, at_least, param
 from neuroevo.optim.shaping import centered_ranks
+from neuroevo.schema import integer, real, tensor
 
 SHAPINGS = ("centered_ranks", "none")
 
@@ -49,10 +50,10 @@ def antithetic_gradient(noise: NoiseTable, lowrank, pop: Population, shaped: np.
 
 @dataclass
 class ESState:
-    center: torch.Tensor
+    center: torch.Tensor = field(metadata=tensor(("D",), torch.float32))
     adam: AdamState
-    generation: int = 0
-    best_fitness: float = float("-inf")
+    generation: int = field(default=0, metadata=integer(0))
+    best_fitness: float = field(default=float("-inf"), metadata=real("finite_or_-inf"))
 
 
 class OpenAIES(CenterSearch):

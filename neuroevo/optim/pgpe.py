@@ -31,7 +31,7 @@ True
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -43,15 +43,17 @@ from neuroevo.noise import NoiseTable
 from neuroevo.optim.base import CenterParams, CenterSearch, resolve_dims
 from neuroevo.optim.registry import Algorithm, Start, param
 from neuroevo.optim.shaping import centered_ranks
+from neuroevo.schema import integer, real, tensor
 
 
 @dataclass
 class PGPEState:
-    center: torch.Tensor  # [D] mu
-    stdev: torch.Tensor  # [D] sigma, one std per parameter
-    velocity: torch.Tensor  # [D] ClipUp's
-    generation: int = 0
-    best_fitness: float = float("-inf")
+    center: torch.Tensor = field(metadata=tensor(("D",), torch.float32))  # mu
+    stdev: torch.Tensor = field(metadata=tensor(("D",), torch.float32, "nonnegative"))  # sigma,
+    # one std per parameter
+    velocity: torch.Tensor = field(metadata=tensor(("D",), torch.float32))  # ClipUp's
+    generation: int = field(default=0, metadata=integer(0))
+    best_fitness: float = field(default=float("-inf"), metadata=real("finite_or_-inf"))
 
 
 def clipup(velocity: torch.Tensor, grad: torch.Tensor, lr: float, momentum: float,

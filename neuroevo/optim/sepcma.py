@@ -37,7 +37,7 @@ True
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -49,17 +49,19 @@ from neuroevo.noise import NoiseTable
 from neuroevo.optim.base import CenterParams, CenterSearch, resolve_dims
 from neuroevo.optim.registry import Algorithm, Start, param
 from neuroevo.optim.shaping import top_k
+from neuroevo.schema import integer, real, tensor
 
 
 @dataclass
 class SepCMAState:
-    center: torch.Tensor  # [D] m
-    sigma: float  # the step size
-    diag: torch.Tensor  # [D] c, the covariance's diagonal
-    path_sigma: torch.Tensor  # [D] p_sigma
-    path_c: torch.Tensor  # [D] p_c
-    generation: int = 0
-    best_fitness: float = float("-inf")
+    center: torch.Tensor = field(metadata=tensor(("D",), torch.float32))  # m
+    sigma: float = field(metadata=real("positive"))  # the step size
+    diag: torch.Tensor = field(metadata=tensor(("D",), torch.float32, "positive"))  # c, the
+    # covariance's diagonal
+    path_sigma: torch.Tensor = field(metadata=tensor(("D",), torch.float32))  # p_sigma
+    path_c: torch.Tensor = field(metadata=tensor(("D",), torch.float32))  # p_c
+    generation: int = field(default=0, metadata=integer(0))
+    best_fitness: float = field(default=float("-inf"), metadata=real("finite_or_-inf"))
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,21 @@ normaliser is well defined, and the *variance* is floored at 1e-2 (std >= 0.1): 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 
-from neuroevo.errors import ConfigError, check_range
+from neuroevo import schema
+from neuroevo.errors import CheckpointError, ConfigError, check_range
+
+
+@dataclass
+class Stats:
+    """What a checkpoint holds of a normaliser (``ObsNorm.state_dict``)."""
+
+    sum: torch.Tensor = field(metadata=schema.tensor(None, torch.float64))
+    sumsq: torch.Tensor = field(metadata=schema.tensor(None, torch.float64, "nonnegative"))
+    count: float = field(metadata=schema.real("positive"))
 
 
 class ObsNorm:
@@ -70,5 +82,12 @@ class ObsNorm:
         return {"sum": self.sum.clone(), "sumsq": self.sumsq.clone(), "count": self.count}
 
     def load_state_dict(self, state: dict) -> None:
-        self.sum, self.sumsq = state["sum"].clone(), state["sumsq"].clone()
-        self.count = state["count"]
+        """Continue from ``state_dict()``'s statistics, refused (``CheckpointError``) unless
+        they are this normaliser's shape and finite, with a positive count."""
+        stats = schema.build(Stats, state, {}, "the observation statistics")
+        for name in ("sum", "sumsq"):
+            if tuple(getattr(stats, name).shape) != tuple(self.shape):
+                raise CheckpointError(f"the observation statistics' {name} has shape "
+                                      f"{list(getattr(stats, name).shape)}, expected "
+                                      f"{list(self.shape)}, the observations'")
+        self.sum, self.sumsq, self.count = stats.sum, stats.sumsq, stats.count

@@ -176,7 +176,8 @@ def test_a_checkpoint_of_another_meta_population_or_a_damaged_archive_is_refused
         three.load_state_dict(opt.state_dict())
     state = opt.state_dict()
     state["state"]["archive"] = torch.zeros(2, 5, dtype=torch.float64)
-    with pytest.raises(CheckpointError, match="archive holds 5-dimensional points"):
+    with pytest.raises(CheckpointError, match=r"optimizer state.archive holds a float64 tensor "
+                                              r"of shape \[2, 5\], expected shape \[n=2, d=2\]"):
         make().load_state_dict(state)
 
 
