@@ -39,7 +39,7 @@ import yaml
 from neuroevo import schema
 from neuroevo.config import Config, from_dict, identity, parse_yaml, to_dict
 from neuroevo.errors import CheckpointError, ConfigError
-from neuroevo.files import atomic_write, is_temporary, read_regular, storage_error
+from neuroevo.files import atomic_write, is_temporary, make_dirs, read_regular, storage_error
 from neuroevo.loop import Callback, Totals
 from neuroevo.metrics import METRICS, columns
 from neuroevo.optim import ALGORITHMS
@@ -51,7 +51,9 @@ STATE_FORMAT = "neuroevo.checkpoint/2"
 # this value (off).
 LEGACY_OFF = {"fire_on_life_loss": False, "fire_on_frozen_screen": 0}
 # Env settings added later whose absence means what every run did before, any env.
-LEGACY_ENV = {"full_action_space": False, "fire_reset": True}
+LEGACY_ENV = {"full_action_space": False, "fire_reset": True, "sim": "native", "behaviour": "auto"}
+# Net settings added later (the runs before had none of it).
+LEGACY_NET = {"vbn": False}
 # Before the algorithm registry every run's config held every algo key, those its
 # algorithm ignores at these defaults; they now stay None (the algorithm does not use them).
 LEGACY_ALGO = {"sigma": None, "truncation": 0, "elite_candidates": 5,
@@ -68,7 +70,10 @@ RUN_DIRS = ("checkpoint", "tensorboard")
 DAMAGED = "the checkpoint was edited or is damaged: restore it from a backup or start the run again"
 PARTS = {"optimizer": dict, "totals": Totals, "history": list[dict], "obs_norm": dict | None,
          "vbn_reference": torch.Tensor | None, "identity": dict}  # a checkpoint's top level
-COUNTERS = ("generation", "frames")  # what every row holds: integers >= 0
+OPTIONAL = {"obs_norm": None, "vbn_reference": None, "identity": {}}  # older files lack them
+COUNTERS = ("generation", "frames", "episodes")  # what every row holds: integers >= 0
+MEASURED = ("fitness_max", "fps")  # and these numbers (the live line and summary read them)
+TESTED = ("test_score", "test_score_std", "test_episodes", "test_frames")  # all or none
 
 
 def check_parts(state: dict) -> None:
@@ -76,10 +81,15 @@ def check_parts(state: dict) -> None:
     rows (the history, and the row waiting for its logging episodes) hold a metric that is
     not a number; the optimizer's and the normaliser's own states are checked by them."""
     for name, hint in PARTS.items():
-        if name not in state:
+        if name not in state and name not in OPTIONAL:
             raise CheckpointError(f"it lacks its {name!r} part")
-        schema.check(hint, state[name], {}, name)
+        schema.check(hint, state.get(name, OPTIONAL.get(name)), {}, name)
     schema.build(Totals, state["totals"], {}, "totals")
+    for key, value in state.get("identity", {}).items():
+        if not isinstance(key, str) or not (value is None or isinstance(value, (str, bool))
+                                            or _number(value)):
+            raise CheckpointError(f"identity[{key!r}] holds {value!r}, expected a config "
+                                  "value (a number, a string, true, false or null)")
     numbers = {m.name for m in (*METRICS, *ALGORITHMS.metrics())}
     rows = [(f"history[{k}]", row) for k, row in enumerate(state["history"])]
     if state["totals"].pending is not None:
@@ -89,16 +99,22 @@ def check_parts(state: dict) -> None:
             schema.check(int, row.get(key), {}, f"{where}.{key}")
             if row[key] < 0:
                 raise CheckpointError(f"{where}.{key} is {row[key]}, expected >= 0")
+        for key in MEASURED:
+            if not _number(row.get(key)):
+                raise CheckpointError(f"{where}.{key} holds {row.get(key)!r}, expected a number")
+        if 0 < sum(key in row for key in TESTED) < len(TESTED):
+            raise CheckpointError(f"{where} holds some of {', '.join(TESTED)} but not all")
         for key, value in row.items():
-            parts = (value.values() if isinstance(value, dict) else value
-                     if isinstance(value, list) else [value])
+            parts = value.values() if key == "timings" and isinstance(value, dict) else [value]
             if key in numbers and not all(_number(v) for v in parts):
-                raise CheckpointError(f"{where}.{key} holds {value!r}, expected a number "
-                                      "(or a mapping or list of numbers)")
+                raise CheckpointError(f"{where}.{key} holds {value!r}, expected a number")
 
 
 def _number(value) -> bool:
-    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+    """An int within int64 or a float (inf and NaN included: metric rows may hold them)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, float) or schema.INT64[0] <= value <= schema.INT64[1]
 
 
 def state_types() -> dict[str, type]:
@@ -172,7 +188,7 @@ class RunDir:
             return
         path = self.file(".lock")
         try:
-            os.makedirs(self.path, exist_ok=True)
+            make_dirs(self.path)  # a failure leaves no folders of its own behind
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except FileExistsError:
             raise CheckpointError(f"--run-dir {self.path} is a file, not a directory; pick "
@@ -241,7 +257,7 @@ class RunDir:
         if force:
             self.clear()
         try:
-            os.makedirs(self.file("checkpoint"), exist_ok=True)
+            make_dirs(self.file("checkpoint"))
         except OSError as e:
             raise storage_error("create", self.file("checkpoint"), e) from None
         self.write_config(cfg)
@@ -348,7 +364,8 @@ class RunDir:
         for key, off in LEGACY_OFF.items():  # saved before the setting: it ran without
             if f"env.{key}" not in saved:
                 saved = {**saved, f"env.{key}": None if saved.get("env.id") else off}
-        saved = {**{f"env.{k}": v for k, v in LEGACY_ENV.items()}, **saved}
+        saved = {**{f"env.{k}": v for k, v in LEGACY_ENV.items()},
+                 **{f"net.{k}": v for k, v in LEGACY_NET.items()}, **saved}
         changed = sorted(k for k in set(mine) | set(saved) if mine.get(k) != saved.get(k))
         if not changed:  # a key one side lacks is None (an algorithm's key it does not use)
             return

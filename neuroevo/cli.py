@@ -183,12 +183,19 @@ def _device_line(built) -> str:
 def _continue(run_dir, generations, frames, no_progress: bool, given=None) -> int:
     """Continue ``run_dir`` from its checkpoint with its own config (and a new budget);
     ``given``, a config from the command line, must define the same run."""
-    from neuroevo.build import build_run, resolve
-    from neuroevo.loop import Budget
-
     _check_budget_flags(generations, frames)
     cfg = run_dir.load_config()
     run_dir.lock()
+    try:
+        return _resume_locked(run_dir, cfg, generations, frames, no_progress, given)
+    finally:  # a refused resume lets the directory go too (in-process callers go on)
+        run_dir.unlock()
+
+
+def _resume_locked(run_dir, cfg, generations, frames, no_progress: bool, given) -> int:
+    from neuroevo.build import build_run, resolve
+    from neuroevo.loop import Budget
+
     run_dir.remove_temporaries()
     state = run_dir.load(cfg)  # refused if config.yaml was edited into another run
     if generations is not None or frames is not None:  # the budget is not the run's identity

@@ -7,7 +7,11 @@ it, renames it over the target and fsyncs the directory, so a crash (even ``kill
 power cut) leaves either the old version or the new one. A rename replaces a symlink at the
 target rather than following it. On any failure the temporary file is removed and the
 target is untouched; an ``OSError`` becomes a one-line ``StorageError`` that names the path
-and the free space.
+and the cause: the path itself (too long, a missing parent, a file on the way), else the
+free space.
+
+``make_dirs`` is ``os.makedirs(path, exist_ok=True)`` that removes what it made when it
+fails part-way, so a path too long for the file system leaves no empty folders behind.
 
 ``read_regular`` refuses a FIFO, a device, a socket or a directory planted where a file is
 expected, without blocking on it or reading from it: an ``OSError`` whose ``strerror`` says
@@ -47,11 +51,115 @@ def free_space(path: str) -> str:
 
 
 def storage_error(what: str, path: str, error: OSError) -> StorageError:
-    """The one-line error for a failed write: what, where, why, and the free space."""
+    """The one-line error for a failed write: what, where, why, and the fix. A path that
+    cannot exist (too long, a missing parent, a file on the way) names that; the other
+    causes (a full disk, a quota, no permission, a read-only or unknown failure) name the
+    free space."""
     reason = error.strerror or str(error)
-    return StorageError(f"cannot {what} {path}: {reason} ({free_space(path)} free there); "
-                        "free space or fix the permissions, then run the command again "
-                        "(a run resumes from its last checkpoint)")
+    cause = _path_cause(path, error.errno)
+    if cause is not None:
+        return StorageError(f"cannot {what} {_shown(path)}: {reason}: {cause}")
+    return StorageError(f"cannot {what} {_shown(path)}: {reason} ({free_space(path)} free "
+                        "there); free space or fix the permissions, then run the command "
+                        "again (a run resumes from its last checkpoint)")
+
+
+def _path_cause(path: str, code: int | None) -> str | None:
+    """Why ``path`` cannot be made, and the fix, for the errnos that are about the path
+    itself; None for the others, or when the path does not show the cause (``/proc``
+    answers ENOENT for a new entry under a directory that exists)."""
+    if code == errno.ENAMETOOLONG:
+        name_max, path_max = _limits(path)
+        long = next((p for p in path.split(os.sep) if len(os.fsencode(p)) > name_max), None)
+        if long is not None:
+            return (f"the name {_shown(long, 40)!r} in it is too long ({len(os.fsencode(long))} "
+                    f"bytes; at most {name_max} here): pick a shorter --run-dir or output path")
+        if len(os.fsencode(path)) >= path_max:
+            return (f"the path is too long ({len(path)} characters; at most {path_max - 1} "
+                    "bytes here): pick a shorter --run-dir or output path")
+    if code == errno.ENOENT:
+        parent = os.path.dirname(path) or "."
+        if not os.path.lexists(parent):
+            return (f"its parent directory {_shown(parent)} does not exist: create it or pick "
+                    "another path")
+    if code == errno.EEXIST and os.path.lexists(path) and not os.path.isdir(path):
+        return "a file is there, not a directory: pick another path, or move that file"
+    if code == errno.ENOTDIR:
+        blocker = _non_directory_on_the_way(path)
+        if blocker is not None:
+            return (f"{_shown(blocker)} on the way is a file, not a directory: pick another "
+                    "path, or move that file")
+    return None
+
+
+def _limits(path: str) -> tuple[int, int]:
+    """``(NAME_MAX, PATH_MAX)`` of the file system holding ``path``'s nearest existing parent
+    (Linux's 255 and 4096 where it does not say)."""
+    probe = os.path.abspath(path)
+    while not os.path.isdir(probe) and os.path.dirname(probe) != probe:
+        probe = os.path.dirname(probe)
+    limits = []
+    for name, default in (("PC_NAME_MAX", 255), ("PC_PATH_MAX", 4096)):
+        try:
+            value = os.pathconf(probe, name)
+        except (OSError, ValueError):
+            value = -1
+        limits.append(value if value > 0 else default)  # -1: no limit said
+    return limits[0], limits[1]
+
+
+def _non_directory_on_the_way(path: str) -> str | None:
+    """The first folder of ``path`` that exists and is not a directory."""
+    part = ""
+    for piece in os.path.dirname(path).split(os.sep):
+        part = os.path.join(part, piece) if part else (piece or os.sep)
+        if os.path.lexists(part) and not os.path.isdir(part):
+            return part
+    return None
+
+
+def _shown(text: str, keep: int = 200) -> str:
+    """``text``, its middle cut when longer than ``keep``: a one-line error stays readable
+    when the path is what is too long."""
+    if len(text) <= keep:
+        return text
+    return f"{text[:keep // 2]}...{text[-(keep // 2):]}"
+
+
+def make_dirs(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)`` that, when it fails part-way (a path too long
+    for the file system, a full disk), removes the directories it made itself, deepest
+    first, before re-raising the ``OSError``: a failed run leaves no trail of empty folders.
+    A directory another process made meanwhile is not ours, and stays.
+
+    >>> # make_dirs("runs/es-hopper/checkpoint")
+    """
+    missing, head = [], path.rstrip(os.sep) or path
+    while head and not os.path.lexists(head):  # the folders to make, deepest first
+        missing.append(head)
+        parent = os.path.dirname(head)
+        if parent == head:
+            break
+        head = parent
+    if not missing:
+        if not os.path.isdir(path):
+            os.mkdir(path)  # raises as os.makedirs does: a file there, or an empty path
+        return
+    made: list[str] = []
+    try:
+        for folder in reversed(missing):
+            try:
+                os.mkdir(folder)
+            except FileExistsError:
+                if not os.path.isdir(folder):
+                    raise
+                continue  # made meanwhile (or ``..`` in the path): not ours to remove
+            made.append(folder)
+    except OSError:
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):  # not empty: someone wrote into it meanwhile
+                os.rmdir(folder)
+        raise
 
 
 def fsync_dir(path: str) -> None:

@@ -38,6 +38,7 @@ import torch
 
 from neuroevo.errors import CheckpointError
 
+INT64 = (-(2**63), 2**63 - 1)  # what a tensor, numpy or TensorBoard can hold of an integer
 VALUES = {  # what a tensor or a number may hold
     "finite": (lambda t: bool(torch.isfinite(t).all()), "finite values"),
     "finite_or_-inf": (lambda t: not bool((torch.isnan(t) | (t == math.inf)).any()),
@@ -85,7 +86,7 @@ def check(cls: type, value, dims: dict, where: str) -> None:
 def _describe(value) -> str:
     if isinstance(value, torch.Tensor):
         return f"a {str(value.dtype).removeprefix('torch.')} tensor of shape {list(value.shape)}"
-    text = repr(value)
+    text = " ".join(repr(value).split())  # one line, whatever the value's repr spans
     return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
 
 
@@ -153,6 +154,8 @@ class _Checker:
         elif hint is int:
             if not isinstance(value, int) or isinstance(value, bool):
                 self.fail(where, value, "an integer")
+            if not INT64[0] <= value <= INT64[1]:
+                self.fail(where, value, "an integer within int64")
             low, high = meta.get("range", (None, None))
             bound = self.size(high, where) if high is not None else None
             if (low is not None and value < low) or (bound is not None and value >= bound):

@@ -23,10 +23,13 @@ def pytest_xdist_auto_num_workers(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Groups for ``--dist loadgroup``: a file's tests run on one worker (they share its
+    """Tests marked ``fuzz`` run only when ``-m`` names them. Groups for ``--dist loadgroup``: a file's tests run on one worker (they share its
     module fixtures), and so do all tests marked ``ray``, one at a time: they count the
     processes of their own local cluster, which another cluster's would confuse."""
+    fuzz = "fuzz" in (config.option.markexpr or "")
     for item in items:
+        if item.get_closest_marker("fuzz") and not fuzz:
+            item.add_marker(pytest.mark.skip(reason="many Hypothesis examples: -m fuzz"))
         group = "ray" if item.get_closest_marker("ray") else item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
 

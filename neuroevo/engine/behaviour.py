@@ -33,13 +33,31 @@ def built_in(pool, envs: np.ndarray, final_obs: np.ndarray) -> np.ndarray:
 def of_final_observation(fn: Callable[[np.ndarray], np.ndarray]) -> Behaviour:
     """A ``Behaviour`` from ``fn(final_observation) -> [d]``, called once per episode."""
     def behaviour(pool, envs: np.ndarray, final_obs: np.ndarray) -> np.ndarray:
-        rows = [np.asarray(fn(obs), dtype=np.float32) for obs in final_obs]
+        rows = [_vector(fn, fn(obs)) for obs in final_obs]
         shapes = {row.shape for row in rows}
         if len(shapes) != 1 or len(rows[0].shape) != 1:
-            raise ConfigError("the behaviour function must return one 1-D vector of the same "
-                              f"length for every episode, got shapes {sorted(shapes)}")
+            raise ConfigError(f"the behaviour function {_name(fn)} must return one 1-D "
+                              "vector of the same length for every episode, got shapes "
+                              f"{sorted(shapes)}")
         return np.stack(rows)
     return behaviour
+
+
+def _vector(fn: Callable, value) -> np.ndarray:
+    """``value`` as float32, or a one-line error naming ``fn`` and what it returned where
+    numpy cannot read it as numbers (a string, a dict, ragged lists)."""
+    try:
+        return np.asarray(value, dtype=np.float32)
+    except (ValueError, TypeError):
+        shown = " ".join(repr(value).split())  # one line, however the type prints
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise ConfigError(f"the behaviour function {_name(fn)} returned "
+                          f"{type(value).__name__} {shown}, not numbers; make it return a 1-D "
+                          "vector of numbers (a list or numpy array of floats)") from None
+
+
+def _name(fn: Callable) -> str:
+    return getattr(fn, "__qualname__", repr(fn))
 
 
 def check_behaviour(bc: np.ndarray, episodes: int, size: int, who: Callable) -> None:

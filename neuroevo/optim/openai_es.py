@@ -118,6 +118,7 @@ class OpenAIES(CenterSearch):
     def load_state_dict(self, state_dict: dict) -> None:
         # Checkpoints written before the centre's episodes left ask/tell also hold its phase
         # (always "train" at a generation's end, where checkpoints are taken) and score.
+        self.check_header(state_dict)
         state = {k: v for k, v in state_dict["state"].items()
                  if k not in ("phase", "center_score")}
         super().load_state_dict({**state_dict, "state": state})

@@ -21,7 +21,7 @@ from torch import nn
 from neuroevo.errors import CheckpointError
 from neuroevo.policy.heads import act_tensor
 from neuroevo.policy.nets import build_template
-from neuroevo.serial import loads_strict, read_file
+from neuroevo.serial import first_line, loads_strict, read_file
 from neuroevo.spaces import ActionSpace
 
 FORMAT = "neuroevo.policy/1"
@@ -83,6 +83,8 @@ def load_policy(path: str) -> SavedPolicy:
                                 tuple(arch["hidden"]) or None, vbn=arch.get("vbn", False))
         mean, std = tensors.pop("obs_norm.mean", None), tensors.pop("obs_norm.std", None)
         reference = tensors.pop("vbn.reference_batch", None)
+        _check_shapes(path, tensors, net.state_dict())
+        _check_values(path, tensors, mean, std, tuple(arch["obs_shape"]))
         net.load_state_dict(tensors)
         if getattr(net, "vbn", False):
             if reference is None:
@@ -90,6 +92,49 @@ def load_policy(path: str) -> SavedPolicy:
             net.calibrate(reference)
         clip = float(meta.get("obs_norm_clip", "5.0"))
     except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as e:
-        raise CheckpointError(f"{path} does not describe a neuroevo policy ({e}); "
+        raise CheckpointError(f"{path} does not describe a neuroevo policy ({first_line(e)}); "
                               f"{POLICY_FIX}") from None
     return SavedPolicy(net, arch, mean, std, clip).eval()
+
+
+def _check_shapes(path: str, tensors: dict, expected: dict) -> None:
+    """Refuse the first tensor the architecture needs and the file lacks or holds in another
+    shape, then the first it holds and the architecture has no place for: one line, where
+    ``load_state_dict`` lists every mismatch over several."""
+    for name, want in expected.items():
+        if name not in tensors:
+            raise CheckpointError(f"{path} lacks tensor {name!r} (shape {tuple(want.shape)}) "
+                                  f"that its architecture needs; {POLICY_FIX}")
+        got = tensors[name]
+        if tuple(got.shape) != tuple(want.shape):
+            raise CheckpointError(f"{path} holds tensor {name!r} in shape {tuple(got.shape)}, "
+                                  f"and its architecture expects {tuple(want.shape)}; "
+                                  f"{POLICY_FIX}")
+    extra = sorted(set(tensors) - set(expected))
+    if extra:
+        raise CheckpointError(f"{path} holds tensor {extra[0]!r}, which its architecture has "
+                              f"no place for; {POLICY_FIX}")
+
+
+def _check_values(path: str, tensors: dict, mean, std, obs_shape: tuple) -> None:
+    """Refuse NaN or inf in a weight or in the normaliser, and a std <= 0, which would make
+    every action NaN (or inf) without an error."""
+    for name, tensor in tensors.items():
+        if not torch.isfinite(tensor).all():
+            raise CheckpointError(f"{path} holds NaN or inf in tensor {name!r}; {POLICY_FIX}")
+    if (mean is None) != (std is None):
+        name = "obs_norm.mean" if std is None else "obs_norm.std"
+        raise CheckpointError(f"{path} holds {name} without the other half of the "
+                              f"observation normaliser; {POLICY_FIX}")
+    for name, tensor in (("obs_norm.mean", mean), ("obs_norm.std", std)):
+        if tensor is None:
+            continue
+        if tuple(tensor.shape) != obs_shape:
+            raise CheckpointError(f"{path} holds tensor {name!r} in shape "
+                                  f"{tuple(tensor.shape)}, and its observations have shape "
+                                  f"{obs_shape}; {POLICY_FIX}")
+        if not torch.isfinite(tensor).all():
+            raise CheckpointError(f"{path} holds NaN or inf in tensor {name!r}; {POLICY_FIX}")
+    if std is not None and not (std > 0).all():
+        raise CheckpointError(f"{path} holds a value <= 0 in tensor 'obs_norm.std' (a "
+                              f"standard deviation is > 0); {POLICY_FIX}")

@@ -1,18 +1,21 @@
 """What a sweep explores, checked before anything runs: the swept keys and their values, the
-seeds, the budget, the search, the scheduler and the metric (``Plan``). Pure: Ray Tune's
-search-space objects are made from a ``Plan`` in ``neuroevo.sweep.tuner``.
+seeds, the budget, the search, the scheduler and the metric (``Plan``). Every point of the
+grid (and each range's ends) passes the checks a run makes of its config, its optimizer's
+included, so a bad value is one line here rather than a traceback from inside Ray. Pure:
+Ray Tune's search-space objects are made from a ``Plan`` in ``neuroevo.sweep.tuner``.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 from dataclasses import dataclass, field, replace
 
+from neuroevo.build import optimizer_of
 from neuroevo.config import (
     Config,
     apply_sets,
-    check,
     field_types,
     from_dict,
     keys,
@@ -201,7 +204,7 @@ def make_plan(algo: str, *, config: str | None = None, sets=(), grid=(), ranges=
     """A checked ``Plan`` from the command line's options (``grid``: ``key=v1,v2`` texts,
     ``ranges``: ``key=lin|log|int:lo:hi`` texts): every swept key and value is a valid
     setting the run uses, and the search, scheduler and metric fit together. Parsed
-    (``_parse``), checked (``_check``, then each corner's trial config), then scheduled
+    (``_parse``), checked (``_check``, then ``check_points``), then scheduled
     (``_schedule``: PBT's interval, ASHA's grace period).
 
     >>> make_plan("es", sets=["env.id=CartPole-v1"], grid=["algo.sigma=0.01,0.05"],
@@ -215,9 +218,8 @@ def make_plan(algo: str, *, config: str | None = None, sets=(), grid=(), ranges=
                 parse_seeds(seeds), generations,
                 frames, search, samples or 1, scheduler, metric or "", mode,
                 pbt_interval or 0, grace_period or 0, sweep_seed, tuple(swept))
-    for values in corners(plan):  # unknown keys and bad values fail here, before Ray starts
-        check(plan.trial_config(values, plan.seeds[0]))
-    cfg = plan.trial_config(next(iter(corners(plan))), plan.seeds[0])
+    check_points(plan)  # bad values and combinations fail here, before Ray starts
+    cfg = plan.trial_config(next(iter(points(plan))), plan.seeds[0])
     plan = _schedule(plan, cfg, generations, pbt_interval, grace_period)
     return replace(plan, metric=check_metric(plan, cfg))
 
@@ -334,16 +336,64 @@ def check_metric(plan: Plan, cfg: Config) -> str:
     return metric
 
 
-def corners(plan: Plan):
-    """The points that cover every swept value: each grid value and each range's ends."""
-    base = {k: v[0] for k, v in plan.grid}
-    base.update({r.key: _value(r, r.lo) for r in plan.ranges})
-    yield base
-    for key, values in plan.grid:
-        for v in values[1:]:
-            yield {**base, key: v}
+def points(plan: Plan):
+    """The points whose trial configs are checked: every point of the grid (the product of
+    its values) with each range at its low end, then each range's high end. A range's
+    inside is not checked: most checks are bounds, which its ends cover, but not all (an
+    int range of an even-only population draws odd values too)."""
+    lows = {r.key: _value(r, r.lo) for r in plan.ranges}
+    grid = [key for key, _ in plan.grid]
+    for values in itertools.product(*(values for _, values in plan.grid)):
+        yield {**dict(zip(grid, values, strict=True)), **lows}
+    first = {key: values[0] for key, values in plan.grid}
     for r in plan.ranges:
-        yield {**base, r.key: _value(r, r.hi)}
+        yield {**first, **lows, r.key: _value(r, r.hi)}
+
+
+def check_points(plan: Plan) -> None:
+    """Refuse a plan with a point that a run would refuse: its config (``build.resolve``)
+    and its optimizer's constructor (population parity, archive sizes, ...), through
+    ``build.optimizer_of``, which builds no policy on a device and no evaluator (a gym env
+    is made once to read its spaces). The error names the swept values that cause it
+    (``--grid algo.population=9: ...``)."""
+    for values in points(plan):
+        error = _refusal(plan, values)
+        if error is not None:
+            raise ConfigError(f"{_blame(plan, values, error)}{error}") from None
+
+
+def _refusal(plan: Plan, values: dict) -> str | None:
+    """What a run of the trial with ``values`` would refuse, or None."""
+    try:
+        optimizer_of(plan.trial_config(values, plan.seeds[0]))
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
+def _blame(plan: Plan, values: dict, error: str) -> str:
+    """The prefix naming who causes ``error`` at ``values``: nothing when the fixed settings
+    alone do (the swept keys at their defaults), else the first swept value that does it
+    alone, else every swept value of the point (a combination)."""
+    if _refusal(plan, {}) == error:
+        return ""
+    for key, value in values.items():
+        if _refusal(plan, {key: value}) == error:
+            return f"{_flag(plan, key, value)}: "
+    return " with ".join(_flag(plan, k, v) for k, v in values.items()) + ": "
+
+
+def _flag(plan: Plan, key: str, value) -> str:
+    r = next((r for r in plan.ranges if r.key == key), None)
+    if r is None:
+        return f"--grid {key}={_text(value)}"
+    return (f"--range {key}={r.kind}:{_text(_value(r, r.lo))}:{_text(_value(r, r.hi))} "
+            f"(at {_text(value)})")
+
+
+def _text(value) -> str:
+    """``value`` as the command line writes it."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _value(r: Range, x: float):

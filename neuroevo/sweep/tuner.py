@@ -32,9 +32,10 @@ import random
 import signal
 import warnings
 
+from neuroevo.checkpoint import RunDir
 from neuroevo.dist.session import init, optuna_search, ray_module, shutdown, tune_module
 from neuroevo.errors import ConfigError
-from neuroevo.files import atomic_write, read_regular
+from neuroevo.files import atomic_write, make_dirs, read_regular, storage_error
 from neuroevo.serial import loads_strict
 from neuroevo.sweep.space import Plan, Range
 from neuroevo.sweep.trial import Trial
@@ -260,6 +261,10 @@ def _check_claim(out: str, plan: Plan) -> None:
     another is refused before anything is written."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise ConfigError(f"{out} is a file, not a sweep directory; give a directory")
+    if RunDir(out).holds_run() or os.path.isdir(os.path.join(out, "checkpoint")):
+        # a sweep writes its own files beside the run's (Tune's state, runs/, summary.*)
+        raise ConfigError(f"{out} holds a neuroevo run (config.yaml or checkpoint/), not a "
+                          "sweep; give a new directory for the sweep")
     path = os.path.join(out, "sweep.json")
     if not os.path.exists(path):
         if os.path.exists(os.path.join(out, EXPERIMENT)):
@@ -276,6 +281,9 @@ def _check_claim(out: str, plan: Plan) -> None:
 
 
 def _claim(out: str, plan: Plan, argv) -> None:
-    os.makedirs(out, exist_ok=True)
+    try:
+        make_dirs(out)  # a path that cannot be made leaves no directories behind
+    except OSError as e:
+        raise storage_error("create", out, e) from None
     atomic_write(os.path.join(out, "sweep.json"),
                  json.dumps({"argv": list(argv), "plan": plan.to_json()}, indent=1))
