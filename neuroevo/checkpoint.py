@@ -83,8 +83,7 @@ def check_parts(state: dict) -> None:
     for name, hint in PARTS.items():
         if name not in state and name not in OPTIONAL:
             raise CheckpointError(f"it lacks its {name!r} part")
-        schema.check(hint, state.get(name, OPTIONAL.get(name)), {}, name)
-    schema.build(Totals, state["totals"], {}, "totals")
+        schema.check(hint, state.get(name, OPTIONAL.get(name)), {}, name)  # Totals: each field
     for key, value in state.get("identity", {}).items():
         if not isinstance(key, str) or not (value is None or isinstance(value, (str, bool))
                                             or _number(value)):
@@ -349,13 +348,19 @@ class RunDir:
             self.check_identity(cfg, state.get("identity") or {})
         return state
 
-    def restore(self, built, state: dict) -> None:
-        """``built.restore(state)`` (the optimizer checks its state whole before taking any
-        of it), a refusal naming this run's checkpoint."""
+    @contextlib.contextmanager
+    def loading(self):
+        """Objects taking in this run's checkpoint (an optimizer checks its state whole
+        before it takes any of it): a refusal names the checkpoint's file."""
         try:
-            built.restore(state)
+            yield
         except CheckpointError as e:
             raise CheckpointError(f"{self.checkpoint}: {e}") from None
+
+    def restore(self, built, state: dict) -> None:
+        """``built.restore(state)``, a refusal naming this run's checkpoint."""
+        with self.loading():
+            built.restore(state)
 
     def check_identity(self, cfg: Config, saved: dict) -> None:
         """Refuse a config that defines another run than the checkpoint's (budget and machine

@@ -174,10 +174,8 @@ def _archive(run: str):
     cfg = run_dir.load_config()
     saved = run_dir.load(cfg)["optimizer"]
     optimizer = optimizer_of(cfg)
-    try:  # the state is checked whole (shapes, indices, values) before any of it is drawn
+    with run_dir.loading():  # checked whole (shapes, indices, values) before it is drawn
         optimizer.load_state_dict(saved)
-    except CheckpointError as e:
-        raise CheckpointError(f"{run_dir.checkpoint}: {e}") from None
     state = vars(optimizer.state)
     if "cells" not in state and "archive" not in state:
         raise ConfigError(f"{run} is a {cfg.algo.name} run, which keeps no behaviour archive; "
